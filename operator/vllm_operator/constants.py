@@ -1,0 +1,35 @@
+"""Names other tools rely on (DESIGN.md "Names"): API coordinates, labels, field managers, reasons."""
+
+from typing import Final
+
+GROUP: Final = "serving.vllmop.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "VLLMService"
+PLURAL: Final = "vllmservices"
+SINGULAR: Final = "vllmservice"
+SHORT_NAME: Final = "vllmsvc"
+
+VLLM_VERSION: Final = "0.33.0"
+DEFAULT_IMAGE: Final = f"vllm/vllm-openai:v{VLLM_VERSION}"
+VLLM_PORT: Final = 8000
+
+# Labels (house-style §3).
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_SERVICE: Final = f"{GROUP}/vllmservice"
+LABEL_SPEC_HASH: Final = f"{GROUP}/spec-hash"
+MANAGED_BY: Final = "vllm-operator"
+
+# Server-side apply field managers, one per concern (cert-manager scheme).
+FM_RENDERER: Final = "vllm-operator-renderer"
+FM_TUNER: Final = "vllm-operator-tuner"
+FM_STATUS: Final = "vllm-operator-status"
+
+# Condition types.
+COND_READY: Final = "Ready"
+COND_PROGRESSING: Final = "Progressing"
+COND_DEGRADED: Final = "Degraded"
+COND_TUNING_ACTIVE: Final = "TuningActive"
