@@ -1,4 +1,4 @@
-"""Names other tools rely on (DESIGN.md "Names"): API coordinates, labels, field managers, reasons."""
+"""Names other tools rely on (DESIGN.md "Names"): API coordinates, labels, managers."""
 
 from typing import Final
 

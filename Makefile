@@ -1,0 +1,54 @@
+# Thin aliases; `make help` lists them. The two README commands are `make demo` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+.PHONY: install
+install: $(VENV)/.installed install-system ## Python venv with the project and dev tools; system packages
+
+.PHONY: install-system
+install-system: ## Debian packages the local cluster needs (prometheus), only when missing
+	@command -v prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus; }
+
+.PHONY: toolchain
+toolchain: ## Build or reuse kube-apiserver, kcm, scheduler, kubectl, etcd, kwok, helm (cached in ~/.cache)
+	e2e/toolchain.sh
+
+.PHONY: lint
+lint: install ## ruff, ruff format --check, mypy --strict, import-linter
+	ruff check operator tests e2e bench conftest.py
+	ruff format --check operator tests e2e bench conftest.py
+	mypy
+	lint-imports
+
+.PHONY: unit
+unit: install ## Pure tiers: unit, golden, component (no cluster)
+	pytest tests/unit tests/golden tests/component
+
+.PHONY: cluster-up
+cluster-up: install toolchain ## Start the local control plane with kwok GPU nodes and Prometheus
+	e2e/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local control plane; fails if anything is left running
+	e2e/cluster.sh down
+
+.PHONY: test
+test: install ## Every tier: lint, unit, golden, component, integration, e2e (brings the cluster up and down)
+	e2e/test.sh
+
+.PHONY: demo
+demo: install ## The embedded default: local control plane with simulated GPU nodes
+	e2e/demo.sh

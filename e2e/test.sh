@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make test`: every tier but bench, on the local real control plane. Exits non-zero when any
+# check fails or when pytest collected no test (exit 5). The cluster is torn down even on failure.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export PATH="$ROOT/.venv/bin:$PATH"
+
+echo "== static checks"
+make --no-print-directory lint
+
+echo "== local control plane"
+e2e/toolchain.sh >/dev/null
+trap 'e2e/cluster.sh down' EXIT
+e2e/cluster.sh up >/dev/null
+eval "$(e2e/cluster.sh env)"
+
+echo "== tests"
+set +e
+pytest -p no:cacheprovider tests e2e
+code=$?
+set -e
+if [ "$code" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$code"

@@ -1,0 +1,99 @@
+"""Fixtures for the tiers that run on the local real control plane (e2e/cluster.sh).
+
+The cluster's coordinates come from the environment that `e2e/cluster.sh env` prints (the Makefile
+exports them). A test that asks for the cluster when none is up fails with the command to run: the
+integration and e2e tiers are never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: Path
+    prometheus_url: str
+    targets_dir: Path
+    bin_dir: Path
+    api: client.ApiClient
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            input=input,
+            timeout=120,
+        )
+
+
+def _cluster_env() -> dict[str, str]:
+    keys = (
+        "KUBECONFIG",
+        "VLLMOP_PROMETHEUS_URL",
+        "VLLMOP_PROMETHEUS_TARGETS",
+        "VLLMOP_TOOLCHAIN_BIN",
+    )
+    if all(os.environ.get(k) for k in keys):
+        return {k: os.environ[k] for k in keys}
+    out = subprocess.run(
+        [str(ROOT / "e2e" / "cluster.sh"), "env"], capture_output=True, text=True, check=True
+    ).stdout
+    env = {}
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value
+    return env
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    env = _cluster_env()
+    kubeconfig = Path(env["KUBECONFIG"])
+    if not kubeconfig.exists():
+        pytest.fail(
+            f"no local control plane ({kubeconfig} missing): run `e2e/cluster.sh up`",
+            pytrace=False,
+        )
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    return Cluster(
+        kubeconfig=kubeconfig,
+        prometheus_url=env["VLLMOP_PROMETHEUS_URL"],
+        targets_dir=Path(env["VLLMOP_PROMETHEUS_TARGETS"]),
+        bin_dir=Path(env["VLLMOP_TOOLCHAIN_BIN"]),
+        api=api,
+    )
+
+
+@pytest.fixture
+def core(cluster: Cluster) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster.api)
+
+
+@pytest.fixture
+def apps(cluster: Cluster) -> client.AppsV1Api:
+    return client.AppsV1Api(cluster.api)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (the namespace controller cleans it up)."""
+    core = client.CoreV1Api(cluster.api)
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name, "labels": {"vllmop.test": "true"}}})
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
