@@ -11,7 +11,8 @@ make --no-print-directory lint
 
 echo "== local control plane"
 e2e/toolchain.sh >/dev/null
-trap 'e2e/cluster.sh down' EXIT
+# The cluster goes down whatever happened; if anything is left running, that fails the run too.
+trap 'code=$?; e2e/cluster.sh down || code=1; exit $code' EXIT
 e2e/cluster.sh up >/dev/null
 eval "$(e2e/cluster.sh env)"
 
