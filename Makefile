@@ -27,11 +27,20 @@ toolchain: ## Build or reuse kube-apiserver, kcm, scheduler, kubectl, etcd, kwok
 	e2e/toolchain.sh
 
 .PHONY: lint
-lint: install ## ruff, ruff format --check, mypy --strict, import-linter
+lint: install ## ruff, ruff format --check, mypy --strict, import-linter, generated files up to date
 	ruff check operator tests e2e bench conftest.py
 	ruff format --check operator tests e2e bench conftest.py
 	mypy
 	lint-imports
+	python -m vllm_operator.tools.gen_crds --check
+
+.PHONY: crds
+crds: install ## Regenerate crds/ (and the chart's copy) from the pydantic models
+	python -m vllm_operator.tools.gen_crds
+
+.PHONY: golden
+golden: install ## Refresh the golden renderings of examples/ (review the diff!)
+	UPDATE_GOLDEN=1 pytest tests/golden
 
 .PHONY: unit
 unit: install ## Pure tiers: unit, golden, component (no cluster)

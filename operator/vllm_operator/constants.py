@@ -33,3 +33,17 @@ COND_READY: Final = "Ready"
 COND_PROGRESSING: Final = "Progressing"
 COND_DEGRADED: Final = "Degraded"
 COND_TUNING_ACTIVE: Final = "TuningActive"
+
+# Condition reasons (CamelCase, one per distinct cause; troubleshooting docs are keyed by them).
+REASON_AVAILABLE: Final = "ReplicasAvailable"
+REASON_NOT_READY: Final = "ReplicasNotReady"
+REASON_ROLLING_OUT: Final = "RollingOut"
+REASON_STABLE: Final = "RolloutComplete"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+REASON_UNKNOWN_GPU: Final = "UnknownGPUType"
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_DEADLINE: Final = "ProgressDeadlineExceeded"
+REASON_SCALED_TO_ZERO: Final = "ScaledToZero"
+REASON_HEALTHY: Final = "AsExpected"
+REASON_APPLY_FAILED: Final = "ApplyFailed"
+LABEL_APPLIED_HASH: Final = f"{GROUP}/applied-hash"  # annotation: hash of the applied manifest

@@ -22,6 +22,7 @@ from vllm_operator import constants as c
 RESOURCES: dict[tuple[str, str], str] = {
     ("v1", "Service"): "services",
     ("v1", "Pod"): "pods",
+    ("v1", "Node"): "nodes",
     ("v1", "Event"): "events",
     ("apps/v1", "Deployment"): "deployments",
     ("apps/v1", "ReplicaSet"): "replicasets",
@@ -42,11 +43,12 @@ def build_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig (file or $KUBECONFIG)."""
     if kubeconfig is None:
         try:
-            config.load_incluster_config()
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
             return client.ApiClient()
         except config.ConfigException:
             pass
-    return config.new_client_from_config(config_file=kubeconfig)
+    api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    return api
 
 
 def resource_path(
@@ -91,7 +93,7 @@ class KubeClient:
         resp = self.api.call_api(
             method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT
         )
-        data = resp.read()
+        data: bytes = resp.read()  # type: ignore[no-untyped-call]
         if resp.status == 404:
             raise NotFoundError(path)
         if resp.status >= 400:

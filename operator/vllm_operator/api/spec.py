@@ -1,0 +1,402 @@
+"""VLLMService v1alpha1 `spec` models. Field descriptions become `kubectl explain` text."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from vllm_operator.api import rules
+from vllm_operator.api.base import SpecModel
+from vllm_operator.api.durations import Duration, parse_duration
+from vllm_operator.constants import DEFAULT_IMAGE
+
+EXTRA_ARGS_MAX_ITEMS: Final = 64
+EXTRA_ARG_MAX_LENGTH: Final = 256
+ENV_MAX_ITEMS: Final = 64
+FALLBACK_TYPES_MAX_ITEMS: Final = 8
+RULES_ERROR: Final = "vllmservice_rules"
+
+_VLLM_DEFAULT = "Omitted = vLLM's own default (the flag is not passed)."
+_QUEUE_MIN = (
+    "At least 1: vLLM accepts 0 but then refuses every request with 503; "
+    "omit the field for no limit."
+)
+
+GPUTypeName = Annotated[str, Field(min_length=1, max_length=63)]
+ExtraArg = Annotated[str, Field(max_length=EXTRA_ARG_MAX_LENGTH)]
+K8sName = Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class GPUSpec(SpecModel):
+    type: GPUTypeName = Field(
+        description=(
+            "GPU type: a key of the operator's GPU catalog (e.g. H100-80GB, L4). It selects the "
+            "device resource and the nodes. Unknown types are reported on the object's status."
+        )
+    )
+    count: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "GPUs per replica. The tensor parallel size defaults to it "
+            "(divided by spec.engine.pipelineParallelSize when that is set)."
+        ),
+    )
+    fallback_types: list[GPUTypeName] = Field(
+        default_factory=list,
+        max_length=FALLBACK_TYPES_MAX_ITEMS,
+        description=(
+            "Other acceptable catalog GPU types, most preferred first. Pods may then land on any "
+            "of spec.gpu.type and these; the scheduler prefers them in this order."
+        ),
+    )
+
+
+class QueueBudgets(SpecModel):
+    max_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Entry valve: requests in flight (waiting + running) per replica beyond which the "
+            f"server answers 503 (--max-num-queued-reqs). {_QUEUE_MIN}"
+        ),
+    )
+    max_prefill_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Entry valve: prompt tokens still in prefill per replica beyond which the server "
+            f"answers 503 (--max-num-queued-tokens). {_QUEUE_MIN}"
+        ),
+    )
+
+
+class RunningBudgets(SpecModel):
+    max_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Runner capacity in sequences per engine step; sizes buffers and CUDA graphs "
+            f"(--max-num-seqs). Changing it invalidates the compile cache. {_VLLM_DEFAULT}"
+        ),
+    )
+    max_active_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "How many requests may be RUNNING at once; must be <= maxSeqs "
+            f"(--max-num-active-seqs). {_VLLM_DEFAULT}"
+        ),
+    )
+
+
+class TokenBudgets(SpecModel):
+    max_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Tokens per engine step, prefill and decode together (--max-num-batched-tokens). "
+            f"Must be >= maxSeqs. {_VLLM_DEFAULT}"
+        ),
+    )
+
+
+class Budgets(SpecModel):
+    queue: QueueBudgets | None = Field(
+        default=None, description="Entry valve: beyond these limits requests get HTTP 503."
+    )
+    running: RunningBudgets | None = Field(
+        default=None, description="Running layer: how many sequences the engine runs."
+    )
+    tokens: TokenBudgets | None = Field(default=None, description="Token budget per engine step.")
+
+
+class EnvVar(SpecModel):
+    name: str = Field(min_length=1, max_length=256, description="Environment variable name.")
+    value: str | None = Field(
+        default=None, max_length=32768, description="Literal value (not for secrets)."
+    )
+    value_from: dict[str, Any] | None = Field(
+        default=None,
+        description="A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, ...).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class EngineSpec(SpecModel):
+    max_model_len: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"Context length, prompt plus output (--max-model-len). {_VLLM_DEFAULT}",
+    )
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "Fraction of GPU memory vLLM may use, in (0, 1] (--gpu-memory-utilization). "
+            f"{_VLLM_DEFAULT}"
+        ),
+    )
+    enable_chunked_prefill: bool | None = Field(
+        default=None,
+        description=(
+            "Split long prefills across steps (--enable-chunked-prefill / "
+            "--disable-chunked-prefill). When false, maxBatchedTokens must be >= maxModelLen. "
+            f"{_VLLM_DEFAULT}"
+        ),
+    )
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description=(
+            "Automatic prefix caching (--enable-prefix-caching / --disable-prefix-caching). "
+            f"{_VLLM_DEFAULT}"
+        ),
+    )
+    scheduling_policy: Literal["fcfs", "priority"] | None = Field(
+        default=None,
+        description=(
+            "fcfs, or priority (lower request `priority` runs first and may preempt) "
+            f"(--scheduling-policy). {_VLLM_DEFAULT}"
+        ),
+    )
+    kv_cache_dtype: str | None = Field(
+        default=None,
+        max_length=32,
+        pattern=r"^[a-z0-9_]+$",
+        description=f"KV cache data type, e.g. auto, fp8 (--kv-cache-dtype). {_VLLM_DEFAULT}",
+    )
+    tensor_parallel_size: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Tensor parallel degree (--tensor-parallel-size). Defaults to spec.gpu.count divided "
+            "by the pipeline parallel size; tensor x pipeline must equal spec.gpu.count."
+        ),
+    )
+    pipeline_parallel_size: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Pipeline parallel degree (--pipeline-parallel-size); passed only when above 1. "
+            "Defaults to 1."
+        ),
+    )
+    extra_args: list[ExtraArg] = Field(
+        default_factory=list,
+        max_length=EXTRA_ARGS_MAX_ITEMS,
+        description=(
+            "More `vllm serve` arguments, appended last. May not repeat a flag that a typed field "
+            "owns, nor knobs that vLLM 0.33 does not have."
+        ),
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=ENV_MAX_ITEMS,
+        description=(
+            "Extra environment variables for the vLLM container, after the operator's own "
+            "(a later entry of the same name wins). The HF token belongs in spec.hfTokenSecret."
+        ),
+    )
+
+
+class SLOSpec(SpecModel):
+    ttft_p95: Duration | None = Field(
+        default=None, description="Target 95th percentile time to first token, e.g. 500ms."
+    )
+    itl_p95: Duration | None = Field(
+        default=None, description="Target 95th percentile inter-token latency, e.g. 60ms."
+    )
+    max_rejection_ratio: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Largest acceptable share of requests refused with 503, in [0, 1].",
+    )
+
+    @property
+    def ttft_p95_seconds(self) -> float | None:
+        return None if self.ttft_p95 is None else parse_duration(self.ttft_p95)
+
+    @property
+    def itl_p95_seconds(self) -> float | None:
+        return None if self.itl_p95 is None else parse_duration(self.itl_p95)
+
+
+class AutoscalingSpec(SpecModel):
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Let the operator scale replicas between minReplicas and maxReplicas; "
+            "spec.replicas is then only the initial count."
+        ),
+    )
+    min_replicas: int = Field(default=1, ge=1, description="Fewest replicas when autoscaling.")
+    max_replicas: int | None = Field(
+        default=None, ge=1, description="Most replicas when autoscaling; required when enabled."
+    )
+
+
+class Bound(SpecModel):
+    min: int | None = Field(default=None, ge=1, description="Lowest value the tuner may set.")
+    max: int | None = Field(default=None, ge=1, description="Highest value the tuner may set.")
+
+
+def _bound(key: str) -> Any:
+    return Field(default=None, description=f"Range the tuner may move budgets {key} within.")
+
+
+class AutotuneBounds(SpecModel):
+    max_requests: Bound | None = _bound("queue.maxRequests")
+    max_prefill_tokens: Bound | None = _bound("queue.maxPrefillTokens")
+    max_seqs: Bound | None = _bound("running.maxSeqs")
+    max_active_seqs: Bound | None = _bound("running.maxActiveSeqs")
+    max_batched_tokens: Bound | None = _bound("tokens.maxBatchedTokens")
+
+
+class AutotuneSpec(SpecModel):
+    mode: Literal["Off", "Recommend", "Auto"] = Field(
+        default="Off",
+        description=(
+            "Off; Recommend (write proposed budgets to status only); Auto (apply them, which "
+            'restarts pods). Quote "Off" in YAML: unquoted it reads as the boolean false.'
+        ),
+    )
+    bounds: AutotuneBounds | None = Field(
+        default=None, description="Per budget field, the range the tuner may use."
+    )
+    max_restarts_per_hour: int = Field(
+        default=1,
+        ge=0,
+        le=60,
+        description="Most budget changes (each restarts the pods) per hour; 0 freezes budgets.",
+    )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _unquoted_off(cls, value: Any) -> Any:
+        if value is False:
+            raise PydanticCustomError(
+                "unquoted_off",
+                'got the boolean false: YAML reads an unquoted Off as false; write mode: "Off"',
+            )
+        return value
+
+
+class MonitoringSpec(SpecModel):
+    service_monitor: bool = Field(
+        default=False, description="Create a Prometheus Operator ServiceMonitor for /metrics."
+    )
+    pod_monitor: bool = Field(
+        default=False, description="Create a Prometheus Operator PodMonitor for /metrics."
+    )
+    interval: Duration | None = Field(
+        default=None, description="Scrape interval; Prometheus' own default when omitted."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Extra labels for the ServiceMonitor/PodMonitor, so that a Prometheus' monitor "
+            "selector (e.g. release: kube-prometheus-stack) picks them up."
+        ),
+    )
+
+
+class ModelCacheSpec(SpecModel):
+    pvc_name: K8sName = Field(description="PersistentVolumeClaim that holds downloaded models.")
+    mount_path: str = Field(
+        default="/root/.cache/huggingface",
+        max_length=1024,
+        pattern=r"^/",
+        description="Where the claim is mounted; HF_HOME points there.",
+    )
+    read_only: bool = Field(default=False, description="Mount read-only (for pre-staged weights).")
+
+
+class CompileCacheSpec(SpecModel):
+    enabled: bool = Field(
+        default=True,
+        description="Keep torch.compile artifacts (VLLM_CACHE_ROOT) on a volume.",
+    )
+    pvc_name: K8sName | None = Field(
+        default=None,
+        description=(
+            "PersistentVolumeClaim for the cache, so it survives pod restarts; "
+            "an emptyDir (container restarts only) when omitted."
+        ),
+    )
+
+
+class SecretKeySelector(SpecModel):
+    name: K8sName = Field(description="Secret name, in the VLLMService's namespace.")
+    key: str = Field(
+        default="token", min_length=1, max_length=253, description="Key in the Secret."
+    )
+
+
+class VLLMServiceSpec(SpecModel):
+    model: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="Model to serve: a Hugging Face id or a path (vllm serve's positional arg).",
+    )
+    served_model_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Name clients use in requests (--served-model-name); the model id otherwise.",
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description=f"Container image; the operator's default ({DEFAULT_IMAGE}) when omitted.",
+    )
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        description="Replicas when autoscaling is off; the initial count when it is on.",
+    )
+    gpu: GPUSpec = Field(description="GPUs each replica needs.")
+    budgets: Budgets | None = Field(
+        default=None,
+        description="The three concurrency layers of vLLM; every field omitted = vLLM's default.",
+    )
+    engine: EngineSpec | None = Field(default=None, description="Other `vllm serve` settings.")
+    slo: SLOSpec | None = Field(
+        default=None, description="What good service means; the tuner steers toward it."
+    )
+    autoscaling: AutoscalingSpec | None = Field(
+        default=None, description="Replica autoscaling by the operator."
+    )
+    autotune: AutotuneSpec | None = Field(
+        default=None, description="Budget tuning from observed metrics."
+    )
+    monitoring: MonitoringSpec | None = Field(
+        default=None, description="Prometheus Operator scrape objects."
+    )
+    model_cache: ModelCacheSpec | None = Field(
+        default=None, description="A volume for model weights, shared across restarts."
+    )
+    compile_cache: CompileCacheSpec | None = Field(
+        default=None, description="A volume for torch.compile artifacts: faster restarts."
+    )
+    hf_token_secret: SecretKeySelector | None = Field(
+        default=None, description="Secret key holding the Hugging Face token (sets HF_TOKEN)."
+    )
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> VLLMServiceSpec:
+        raise_broken(rules.broken_rules(self, ("spec",)))
+        return self
+
+
+def raise_broken(messages: list[str]) -> None:
+    """One error carrying every broken rule: the formatter prints each message on its own line."""
+    if messages:
+        raise PydanticCustomError(
+            RULES_ERROR, "{joined}", {"joined": "; ".join(messages), "messages": messages}
+        )

@@ -1,0 +1,184 @@
+"""VLLMService v1alpha1 `status` models. Every field is optional: writers fill what they know."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final, Literal
+
+from pydantic import Field
+
+from vllm_operator.api.base import StatusModel
+
+MAX_DECISIONS: Final = 10
+MAX_RESTART_TIMES: Final = 64
+MAX_WINDOW_SAMPLES: Final = 64
+
+
+class Condition(StatusModel):
+    type: str = Field(description="Ready, Progressing, Degraded, TuningActive, ...")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, description="CamelCase reason for the status.")
+    message: str | None = Field(default=None, description="One human sentence.")
+    observed_generation: int | None = Field(
+        default=None, description="metadata.generation this condition was computed for."
+    )
+    last_transition_time: datetime | None = Field(
+        default=None, description="When status last changed."
+    )
+
+
+class BudgetValues(StatusModel):
+    """Values of the five budget fields; an absent field means vLLM's own default."""
+
+    max_requests: int | None = Field(default=None, description="--max-num-queued-reqs.")
+    max_prefill_tokens: int | None = Field(default=None, description="--max-num-queued-tokens.")
+    max_seqs: int | None = Field(default=None, description="--max-num-seqs.")
+    max_active_seqs: int | None = Field(default=None, description="--max-num-active-seqs.")
+    max_batched_tokens: int | None = Field(default=None, description="--max-num-batched-tokens.")
+
+
+class EffectiveStatus(StatusModel):
+    args: list[str] = Field(
+        default_factory=list, description="The exact container args the pods run."
+    )
+    image: str | None = Field(default=None, description="The image the pods run.")
+    budgets: BudgetValues | None = Field(
+        default=None, description="Budgets the args imply (spec values or tuning overrides)."
+    )
+    tensor_parallel_size: int | None = Field(default=None, description="Tensor parallel size.")
+    pipeline_parallel_size: int | None = Field(default=None, description="Pipeline parallel size.")
+    spec_hash: str | None = Field(
+        default=None, description="The pod template hash label of the rendered Deployment."
+    )
+
+
+class MetricsStatus(StatusModel):
+    """Last observed figures over all replicas; absent when not measured."""
+
+    window: str | None = Field(default=None, description="Range the figures cover, e.g. 5m.")
+    observed_at: datetime | None = Field(default=None, description="When they were queried.")
+    request_rate: float | None = Field(default=None, description="Requests per second.")
+    rejection_rate: float | None = Field(
+        default=None, description="Requests refused with 503 per second."
+    )
+    rejection_ratio: float | None = Field(
+        default=None, description="Share of requests refused with 503."
+    )
+    ttft_p95_seconds: float | None = Field(
+        default=None, description="95th percentile time to first token."
+    )
+    itl_p95_seconds: float | None = Field(
+        default=None, description="95th percentile inter-token latency."
+    )
+    e2e_p95_seconds: float | None = Field(
+        default=None, description="95th percentile end-to-end request latency."
+    )
+    waiting_requests: float | None = Field(
+        default=None, description="Mean requests waiting, summed over replicas."
+    )
+    running_requests: float | None = Field(
+        default=None, description="Mean requests running, summed over replicas."
+    )
+    kv_cache_usage: float | None = Field(
+        default=None, description="Mean KV cache usage fraction across replicas."
+    )
+    preemption_rate: float | None = Field(default=None, description="Preemptions per second.")
+    prompt_tokens_rate: float | None = Field(default=None, description="Prompt tokens per second.")
+    generation_tokens_rate: float | None = Field(
+        default=None, description="Generated tokens per second."
+    )
+
+
+class TuningDecisionRecord(StatusModel):
+    time: datetime = Field(description="When the decision was taken.")
+    action: str = Field(description="What was decided, e.g. ScaleReplicas, SetBudget, Hold.")
+    reason: str = Field(description="CamelCase reason.")
+    message: str | None = Field(default=None, description="One human sentence.")
+    field: str | None = Field(
+        default=None, description="Budget field or replicas, when the decision changes one."
+    )
+    from_value: int | None = Field(default=None, description="Value before.")
+    to_value: int | None = Field(default=None, description="Value after.")
+    applied: bool | None = Field(
+        default=None, description="False when only recommended (autotune mode Recommend)."
+    )
+    figures: dict[str, float] = Field(
+        default_factory=dict, description="The measured figures that triggered the decision."
+    )
+
+
+class WindowSample(StatusModel):
+    time: datetime = Field(description="When the sample was taken.")
+    figures: dict[str, float] = Field(default_factory=dict, description="Measured figures.")
+
+
+class TuningStatus(StatusModel):
+    mode: str | None = Field(default=None, description="Autotune mode in force.")
+    overrides: BudgetValues | None = Field(
+        default=None, description="Budget values in force that differ from spec."
+    )
+    desired_replicas: int | None = Field(default=None, description="Replicas the tuner wants.")
+    last_evaluated: datetime | None = Field(default=None, description="Last tuning pass.")
+    last_decisions: list[TuningDecisionRecord] = Field(
+        default_factory=list,
+        max_length=MAX_DECISIONS,
+        description="Most recent decisions, newest last.",
+    )
+    restarts_in_last_hour: int | None = Field(
+        default=None, description="Budget changes (pod restarts) in the last hour."
+    )
+    restart_times: list[datetime] = Field(
+        default_factory=list,
+        max_length=MAX_RESTART_TIMES,
+        description="When budget changes were applied, newest last.",
+    )
+    cooldown_until: datetime | None = Field(
+        default=None, description="No budget change before this time."
+    )
+    window: list[WindowSample] = Field(
+        default_factory=list,
+        max_length=MAX_WINDOW_SAMPLES,
+        description="Smoothing window of recent samples, kept here to survive restarts.",
+    )
+
+
+class GPUStatus(StatusModel):
+    resolved_type: str | None = Field(default=None, description="Catalog GPU type in use.")
+    resource_name: str | None = Field(
+        default=None, description="Device resource requested, e.g. nvidia.com/gpu."
+    )
+    unknown: bool | None = Field(
+        default=None, description="True when spec.gpu.type is not in the operator's catalog."
+    )
+
+
+class VLLMServiceStatus(StatusModel):
+    observed_generation: int | None = Field(
+        default=None, description="metadata.generation of the spec last fully reconciled."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Progressing, Degraded and tuning conditions.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    replicas: int | None = Field(
+        default=None, description="Pods of the current Deployment (the scale subresource's count)."
+    )
+    ready_replicas: int | None = Field(default=None, description="Pods ready to serve.")
+    updated_replicas: int | None = Field(
+        default=None, description="Pods running the current rendering."
+    )
+    selector: str | None = Field(
+        default=None, description="Label selector of the pods, for the scale subresource."
+    )
+    effective: EffectiveStatus | None = Field(
+        default=None, description="What the pods actually run."
+    )
+    metrics: MetricsStatus | None = Field(
+        default=None, description="Last observed service-level figures."
+    )
+    tuning: TuningStatus | None = Field(default=None, description="Tuner state and decisions.")
+    gpu: GPUStatus | None = Field(default=None, description="GPU type resolution.")

@@ -1,0 +1,113 @@
+"""GPU catalog: what a `spec.gpu.type` means on the cluster (device resource, node labels, memory).
+
+The catalog is operator configuration, not API: clusters name their GPUs differently, so an
+unknown type is reported at render time instead of being refused by the CRD schema.
+
+Node labels: NVIDIA GPU Feature Discovery publishes `nvidia.com/gpu.product` (e.g.
+NVIDIA-H100-80GB-HBM3). For AMD, the ROCm node labeller of the AMD GPU operator / device plugin
+publishes `amd.com/gpu.product-name` (e.g. AMD_Instinct_MI300X_OAM); older labeller versions
+only set `beta.amd.com/gpu.product-name`, which an operator can select via a catalog override.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from vllm_operator.api.errors import format_validation_error
+
+NVIDIA_GPU: Final = "nvidia.com/gpu"
+AMD_GPU: Final = "amd.com/gpu"
+NVIDIA_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+AMD_PRODUCT_LABEL: Final = "amd.com/gpu.product-name"
+
+
+class CatalogError(ValueError):
+    """A catalog entry is malformed; the message names the key."""
+
+
+class GPUType(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    resource_name: str = Field(min_length=1, description="Extended resource, e.g. nvidia.com/gpu.")
+    node_labels: dict[str, str] = Field(
+        min_length=1, description="Node labels that all must match for a node to have this GPU."
+    )
+    memory_gib: float = Field(gt=0, alias="memoryGiB", description="Memory per GPU in GiB.")
+    memory_bandwidth_gbps: float = Field(
+        gt=0, alias="memoryBandwidthGBps", description="Datasheet memory bandwidth in GB/s."
+    )
+
+
+def _nvidia(product: str, memory_gib: float, bandwidth: float) -> GPUType:
+    return GPUType(
+        resource_name=NVIDIA_GPU,
+        node_labels={NVIDIA_PRODUCT_LABEL: product},
+        memory_gib=memory_gib,
+        memory_bandwidth_gbps=bandwidth,
+    )
+
+
+# Bandwidths are datasheet figures (SXM parts where there is a choice).
+DEFAULT_GPU_TYPES: Final[Mapping[str, GPUType]] = {
+    "H100-80GB": _nvidia("NVIDIA-H100-80GB-HBM3", 80, 3350),
+    "H200-141GB": _nvidia("NVIDIA-H200", 141, 4800),
+    "A100-80GB": _nvidia("NVIDIA-A100-SXM4-80GB", 80, 2039),
+    "A100-40GB": _nvidia("NVIDIA-A100-SXM4-40GB", 40, 1555),
+    "L40S": _nvidia("NVIDIA-L40S", 48, 864),
+    "L4": _nvidia("NVIDIA-L4", 24, 300),
+    "T4": _nvidia("Tesla-T4", 16, 320),
+    "MI300X": GPUType(
+        resource_name=AMD_GPU,
+        node_labels={AMD_PRODUCT_LABEL: "AMD_Instinct_MI300X_OAM"},
+        memory_gib=192,
+        memory_bandwidth_gbps=5300,
+    ),
+}
+
+
+class GPUCatalog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    types: dict[str, GPUType] = Field(default_factory=lambda: dict(DEFAULT_GPU_TYPES))
+
+    def get(self, name: str) -> GPUType | None:
+        return self.types.get(name)
+
+    def known(self) -> tuple[str, ...]:
+        return tuple(sorted(self.types))
+
+
+def build_gpu_catalog(
+    entries: Mapping[str, Any] | None = None,
+    *,
+    base: Mapping[str, GPUType] = DEFAULT_GPU_TYPES,
+    source: str = "gpuCatalog",
+) -> GPUCatalog:
+    """`base` (the built-in types by default), overridden and extended by `entries`.
+
+    An entry for a built-in type may give only the fields it changes; a new type needs them all.
+    Errors name `<source>.<type>.<field>` (`<type>.<field>` when source is empty).
+    """
+    types = dict(base)
+    if entries is None:
+        return GPUCatalog(types=types)
+    if not isinstance(entries, Mapping):
+        raise CatalogError(f"{source or 'catalog'}: must be a map of GPU type name to entry")
+    for name, raw in entries.items():
+        where = f"{source}.{name}" if source else str(name)
+        if not isinstance(raw, Mapping):
+            raise CatalogError(f"{where}: must be a map with resourceName, nodeLabels, ...")
+        base = types[name].model_dump(by_alias=True) if name in types else {}
+        try:
+            types[str(name)] = GPUType.model_validate({**base, **raw})
+        except ValidationError as exc:
+            raise CatalogError(
+                "\n".join(f"{where}.{line}" for line in format_validation_error(exc))
+            ) from None
+    return GPUCatalog(types=types)

@@ -1,0 +1,129 @@
+"""One level-based reconcile for a VLLMService: render, apply what drifted, report status.
+
+I/O happens only at the edges (reads first, then writes); every decision in between is a pure
+function of what was read. The same function serves create, update, resume, the resync timer and
+events on the children, so there is a single path to reason about.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from vllm_operator import constants as c
+from vllm_operator.api.errors import format_validation_error
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.deps import Deps
+from vllm_operator.render import UnknownGPUTypeError, build_effective, render_all
+from vllm_operator.render.drift import is_applied, stamp_applied_hash
+from vllm_operator.render.overrides import overrides_from_status
+from vllm_operator.status.conditions import transitions
+from vllm_operator.status.summarize import Observed, status_changed, summarize_status
+
+
+def selector_for(name: str) -> str:
+    return f"{c.LABEL_SERVICE}={name}"
+
+
+def _unschedulable_message(deps: Deps, namespace: str, name: str) -> str | None:
+    pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
+    stuck = []
+    for pod in pods:
+        for cond in pod.get("status", {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                stuck.append(str(cond.get("message", "")))
+    if not stuck:
+        return None
+    return f"{len(stuck)}/{len(pods)} pods cannot be scheduled: {stuck[0]}"
+
+
+def _apply_children(deps: Deps, manifests: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Apply every child whose observed state differs; return the Deployment as now stored."""
+    deployment = None
+    for manifest in manifests:
+        desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
+        meta = desired["metadata"]
+        current = deps.kube.get(
+            desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
+        )
+        if current is None or not is_applied(desired, current):
+            current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
+        if desired["kind"] == "Deployment":
+            deployment = current
+    return deployment
+
+
+def reconcile(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> None:
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    generation = int(meta.get("generation", 1))
+    previous: dict[str, Any] = dict(body.get("status") or {})
+    now = deps.clock()
+
+    effective = None
+    try:
+        svc = VLLMService.model_validate(body)
+        overrides = overrides_from_status(svc)
+        manifests = render_all(svc, deps.cfg, overrides)
+        effective = build_effective(svc, overrides)
+    except ValidationError as exc:
+        # The API server's schema should have refused this; it can still happen for objects
+        # stored before a CRD upgrade. Nothing is applied from a spec we cannot trust.
+        observed = Observed(
+            None, problem=(c.REASON_INVALID_SPEC, "; ".join(format_validation_error(exc)))
+        )
+    except UnknownGPUTypeError as exc:
+        observed = Observed(None, problem=(c.REASON_UNKNOWN_GPU, str(exc)))
+    else:
+        deployment = _apply_children(deps, manifests)
+        ready = deployment is not None and int(
+            deployment.get("status", {}).get("readyReplicas", 0)
+        ) >= int(deployment.get("spec", {}).get("replicas", 1))
+        unschedulable = None if ready else _unschedulable_message(deps, namespace, name)
+        observed = Observed(deployment, unschedulable_message=unschedulable)
+
+    status = summarize_status(
+        generation=generation,
+        previous=previous,
+        observed=observed,
+        effective=effective,
+        selector=selector_for(name),
+        now=now,
+    )
+    if not status_changed(previous, status):
+        return
+    deps.kube.apply(
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND,
+            "metadata": {"name": name, "namespace": namespace},
+            "status": status,
+        },
+        field_manager=c.FM_STATUS,
+        subresource="status",
+    )
+    for cond in transitions(previous.get("conditions") or [], status["conditions"]):
+        if cond["type"] == c.COND_PROGRESSING:
+            continue  # every rollout flips it; Ready and Degraded carry the news
+        bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
+        deps.kube.emit_event(
+            body,
+            type="Warning" if bad else "Normal",
+            reason=cond["reason"],
+            message=cond["message"],
+            now=now,
+        )
+        logger.info(
+            "%s/%s %s=%s: %s", namespace, name, cond["type"], cond["status"], cond["message"]
+        )
+
+
+def reconcile_by_name(
+    namespace: str, name: str, *, deps: Deps, logger: logging.Logger | Any
+) -> None:
+    """Reconcile the VLLMService that owns a child that changed (it may be gone already)."""
+    body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
+    if body is not None and not body["metadata"].get("deletionTimestamp"):
+        reconcile(body, deps=deps, logger=logger)

@@ -1,0 +1,128 @@
+"""`vllm serve` container args, in one documented, deterministic order.
+
+    MODEL
+    --served-model-name         spec.servedModelName            (when set)
+    --port 8000                 always: probes, the Service and the monitors rely on it
+    --tensor-parallel-size      spec.engine.tensorParallelSize, else gpu.count / pipeline size
+    --pipeline-parallel-size    when above 1
+    --max-model-len             spec.engine.maxModelLen          (when set, same below)
+    --gpu-memory-utilization    spec.engine.gpuMemoryUtilization
+    --kv-cache-dtype            spec.engine.kvCacheDtype
+    --enable-chunked-prefill | --disable-chunked-prefill    spec.engine.enableChunkedPrefill
+    --enable-prefix-caching  | --disable-prefix-caching     spec.engine.enablePrefixCaching
+    --scheduling-policy         spec.engine.schedulingPolicy
+    --max-num-queued-reqs       budgets.queue.maxRequests        } the three layers, entry valve
+    --max-num-queued-tokens     budgets.queue.maxPrefillTokens   } first; a tuning override
+    --max-num-seqs              budgets.running.maxSeqs          } replaces the spec value
+    --max-num-active-seqs       budgets.running.maxActiveSeqs    }
+    --max-num-batched-tokens    budgets.tokens.maxBatchedTokens  }
+    spec.engine.extraArgs       verbatim, last
+
+Values are separate argv items (`--flag`, `value`); booleans are bare flags. Unset fields are
+omitted, so vLLM applies its own defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from vllm_operator.api import flags
+from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.errors import format_validation_error
+from vllm_operator.api.overrides import TuningOverrides
+from vllm_operator.api.spec import EngineSpec, VLLMServiceSpec
+from vllm_operator.api.status import BudgetValues
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.constants import VLLM_PORT
+from vllm_operator.render.errors import RenderError
+
+NO_OVERRIDES: Final = TuningOverrides()
+
+
+def apply_overrides(spec: VLLMServiceSpec, overrides: TuningOverrides) -> VLLMServiceSpec:
+    """The spec with tuned budgets in place, validated by the same rules as user input.
+
+    The tuner should never propose values that break a rule, but pods that crash-loop on a bad
+    flag combination are too costly to trust that: a broken combination is a RenderError.
+    """
+    data = spec.model_dump(by_alias=True, exclude_none=True)
+    changed = False
+    for field in BUDGET_FIELDS:
+        value = getattr(overrides, field.attr)
+        if value is not None:
+            group = data.setdefault("budgets", {}).setdefault(field.group, {})
+            group[field.key] = value
+            changed = True
+    if not changed:
+        return spec
+    try:
+        return VLLMServiceSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(format_validation_error(exc, prefix=("spec",)))
+        raise RenderError(
+            "status.tuning.overrides", f"tuned budgets break a rule: {problems}"
+        ) from None
+
+
+def compute_parallel_sizes(spec: VLLMServiceSpec) -> tuple[int, int]:
+    """(tensor, pipeline) parallel sizes; their product is spec.gpu.count (a spec rule)."""
+    engine = spec.engine or EngineSpec()
+    pp = engine.pipeline_parallel_size or 1
+    tp = engine.tensor_parallel_size or max(1, spec.gpu.count // pp)
+    return tp, pp
+
+
+def compute_effective_budgets(spec: VLLMServiceSpec) -> BudgetValues:
+    """Budget values the args carry (None = flag omitted, vLLM's default)."""
+    budgets = spec.budgets
+    values: dict[str, Any] = {}
+    for field in BUDGET_FIELDS:
+        group = None if budgets is None else getattr(budgets, field.group)
+        values[field.attr] = None if group is None else getattr(group, field.attr)
+    return BudgetValues(**values)
+
+
+def _bool_flag(value: bool | None, on: str, off: str) -> list[str]:
+    if value is None:
+        return []
+    return [on if value else off]
+
+
+def _opt(flag: str, value: object) -> list[str]:
+    return [] if value is None else [flag, str(value)]
+
+
+def build_args(spec: VLLMServiceSpec) -> list[str]:
+    """Container args for a (possibly overridden) spec, in the module docstring's order."""
+    engine = spec.engine or EngineSpec()
+    tp, pp = compute_parallel_sizes(spec)
+    args = [spec.model]
+    args += _opt(flags.FLAG_SERVED_MODEL_NAME, spec.served_model_name)
+    args += [flags.FLAG_PORT, str(VLLM_PORT)]
+    args += [flags.FLAG_TP, str(tp)]
+    if pp > 1:
+        args += [flags.FLAG_PP, str(pp)]
+    args += _opt(flags.FLAG_MAX_MODEL_LEN, engine.max_model_len)
+    # repr() is the shortest text that reads back as the same float (0.9, not 0.90000000000000002).
+    gpu_mem = engine.gpu_memory_utilization
+    args += _opt(flags.FLAG_GPU_MEM, None if gpu_mem is None else repr(gpu_mem))
+    args += _opt(flags.FLAG_KV_CACHE_DTYPE, engine.kv_cache_dtype)
+    args += _bool_flag(
+        engine.enable_chunked_prefill, flags.FLAG_CHUNKED_PREFILL, flags.FLAG_NO_CHUNKED_PREFILL
+    )
+    args += _bool_flag(
+        engine.enable_prefix_caching, flags.FLAG_PREFIX_CACHING, flags.FLAG_NO_PREFIX_CACHING
+    )
+    args += _opt(flags.FLAG_SCHEDULING_POLICY, engine.scheduling_policy)
+    budgets = compute_effective_budgets(spec)
+    for field in BUDGET_FIELDS:
+        args += _opt(field.flag, getattr(budgets, field.attr))
+    args += engine.extra_args
+    return args
+
+
+def build_effective_args(svc: VLLMService, overrides: TuningOverrides = NO_OVERRIDES) -> list[str]:
+    """The exact args the pods run for `svc` under `overrides` (status.effective.args)."""
+    return build_args(apply_overrides(svc.spec, overrides))

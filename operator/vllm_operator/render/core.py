@@ -1,0 +1,121 @@
+"""render_all: (VLLMService, OperatorConfig, TuningOverrides) -> child manifests. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_operator.api.overrides import TuningOverrides
+from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.api.status import BudgetValues, EffectiveStatus
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.config import OperatorConfig
+from vllm_operator.render.args import (
+    NO_OVERRIDES,
+    apply_overrides,
+    build_args,
+    compute_effective_budgets,
+)
+from vllm_operator.render.deployment import build_deployment_values
+from vllm_operator.render.effective import build_effective_status
+from vllm_operator.render.monitoring import MONITORING_API_VERSION, build_monitor_values
+from vllm_operator.render.placement import compute_gpu_placement
+from vllm_operator.render.service import build_service_values
+from vllm_operator.render.templates import render_manifest
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    """Manifests in apply order, plus what status needs to report about them."""
+
+    manifests: list[dict[str, Any]]
+    args: list[str]
+    budgets: BudgetValues
+    spec_hash: str
+    gpu_resource: str
+    effective: EffectiveStatus
+    warnings: list[str] = field(default_factory=list)
+
+
+def compute_warnings(spec: VLLMServiceSpec) -> list[str]:
+    """Legal but probably unintended settings; shown by the CLI, reportable as events."""
+    warnings = []
+    monitoring = spec.monitoring
+    if monitoring is not None and monitoring.service_monitor and monitoring.pod_monitor:
+        warnings.append(
+            "spec.monitoring: serviceMonitor and podMonitor are both on; "
+            "Prometheus will scrape every pod twice"
+        )
+    tuning = spec.autotune is not None and spec.autotune.mode != "Off"
+    scaling = spec.autoscaling is not None and spec.autoscaling.enabled
+    if (tuning or scaling) and spec.slo is None:
+        warnings.append("spec.slo is empty: autotune and autoscaling have no target to steer to")
+    extra = [] if spec.engine is None else spec.engine.extra_args
+    if (tuning or scaling) and any(a.replace("_", "-") == "--disable-log-stats" for a in extra):
+        warnings.append(
+            "spec.engine.extraArgs: --disable-log-stats turns off the metrics "
+            "that autotune and autoscaling read"
+        )
+    return warnings
+
+
+def render_all_with_report(
+    svc: VLLMService, cfg: OperatorConfig, overrides: TuningOverrides = NO_OVERRIDES
+) -> RenderResult:
+    """Every child manifest of `svc`, with the effective args, budgets and hash.
+
+    Raises UnknownGPUTypeError (spec.gpu.type not in cfg.gpu_catalog) and other RenderErrors,
+    each naming the field to fix.
+    """
+    spec = apply_overrides(svc.spec, overrides)
+    placement = compute_gpu_placement(spec.gpu, cfg.gpu_catalog)
+    args = build_args(spec)
+    templates = cfg.template_dir
+    deployment = build_deployment_values(svc, spec, cfg, args, placement, overrides)
+    manifests = [
+        render_manifest(
+            "deployment.yaml.j2",
+            deployment,
+            api_version="apps/v1",
+            kind="Deployment",
+            template_dir=templates,
+        ),
+        render_manifest(
+            "service.yaml.j2",
+            build_service_values(svc),
+            api_version="v1",
+            kind="Service",
+            template_dir=templates,
+        ),
+    ]
+    monitoring = spec.monitoring
+    for enabled, kind in (
+        (monitoring is not None and monitoring.service_monitor, "ServiceMonitor"),
+        (monitoring is not None and monitoring.pod_monitor, "PodMonitor"),
+    ):
+        if enabled:
+            manifests.append(
+                render_manifest(
+                    f"{kind.lower()}.yaml.j2",
+                    build_monitor_values(svc),
+                    api_version=MONITORING_API_VERSION,
+                    kind=kind,
+                    template_dir=templates,
+                )
+            )
+    return RenderResult(
+        manifests=manifests,
+        args=args,
+        budgets=compute_effective_budgets(spec),
+        spec_hash=deployment["spec_hash"],
+        gpu_resource=placement.resource_name,
+        effective=build_effective_status(svc, overrides, cfg, deployment["spec_hash"]),
+        warnings=compute_warnings(spec),
+    )
+
+
+def render_all(
+    svc: VLLMService, cfg: OperatorConfig, overrides: TuningOverrides = NO_OVERRIDES
+) -> list[dict[str, Any]]:
+    """Every child manifest of `svc` (Deployment, Service, monitors), in apply order."""
+    return render_all_with_report(svc, cfg, overrides).manifests

@@ -1,0 +1,71 @@
+"""Jinja2 lays manifests out; it computes nothing.
+
+Rules (house-style §2): StrictUndefined, every value through `tojson` (JSON is valid YAML, so a
+value can never break the document structure), output parsed with yaml.safe_load at once and
+checked. An operator may point `templateDir` at its own templates; a file there replaces the
+built-in one of the same name, and the same checks apply.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import jinja2
+import yaml
+
+from vllm_operator.render.errors import TemplateOutputError
+
+
+def _tojson(value: Any) -> str:
+    """JSON in the dict order Python built (readable manifests), ASCII-only so no character can
+    act as a YAML line break; an undefined value fails here instead of serialising oddly."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return json.dumps(value, ensure_ascii=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(template_dir: str | None) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = []
+    if template_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(template_dir))
+    loaders.append(jinja2.PackageLoader("vllm_operator", "templates"))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # YAML out, not HTML; tojson does the quoting
+        keep_trailing_newline=True,
+    )
+    env.filters["tojson"] = _tojson
+    return env
+
+
+def render_manifest(
+    name: str,
+    values: dict[str, Any],
+    *,
+    api_version: str,
+    kind: str,
+    template_dir: str | None = None,
+) -> dict[str, Any]:
+    """Render template `name` with `values`; the result must be one `kind` manifest."""
+    where = f"template {name}"
+    try:
+        text = _environment(template_dir).get_template(name).render(**values)
+    except jinja2.TemplateError as exc:
+        raise TemplateOutputError(where, f"cannot render: {exc}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TemplateOutputError(where, f"output is not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise TemplateOutputError(where, "output is not a YAML map")
+    if doc.get("apiVersion") != api_version or doc.get("kind") != kind:
+        got = f"{doc.get('apiVersion')}/{doc.get('kind')}"
+        raise TemplateOutputError(where, f"expected {api_version} {kind}, got {got}")
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict) or not metadata.get("name"):
+        raise TemplateOutputError(where, "output has no metadata.name")
+    return doc

@@ -1,0 +1,215 @@
+"""The operator against the real API server: apply, edit, refuse, repair, delete, restart."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.support.kube import ROOT, Cluster
+from tests.support.operator import OperatorProcess
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION, PLURAL = "serving.vllmop.io", "v1alpha1", "vllmservices"
+
+
+def load_example(name: str, namespace: str) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((ROOT / "examples" / name).read_text())
+    obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+def apply(cluster: Cluster, obj: dict[str, Any], check: bool = True) -> Any:
+    return cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj), check=check)
+
+
+def get_svc(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    api = client.CustomObjectsApi(cluster.api)
+    obj: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+    return obj
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    conds = obj.get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == type_), None)
+
+
+def wait_ready(
+    cluster: Cluster, ns: str, name: str, op: OperatorProcess, timeout: float = 90
+) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        obj = get_svc(cluster, ns, name)
+        cond = condition(obj, "Ready")
+        gen_ok = obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
+        return obj if cond and cond["status"] == "True" and gen_ok else None
+
+    try:
+        return wait_until(ready, timeout=timeout, what=f"{ns}/{name} Ready")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\noperator log:\n{op.log_tail()}") from None
+
+
+def container_args(apps: client.AppsV1Api, ns: str, name: str) -> list[str]:
+    dep = apps.read_namespaced_deployment(name, ns)
+    args: list[str] = dep.spec.template.spec.containers[0].args
+    return args
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def test_example_becomes_ready_on_its_gpu_type(
+    cluster: Cluster,
+    operator_process: OperatorProcess,
+    namespace: str,
+    apps: client.AppsV1Api,
+    core: client.CoreV1Api,
+) -> None:
+    obj = load_example("three-layer-budgets.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    svc = wait_ready(cluster, namespace, name, operator_process)
+
+    args = container_args(apps, namespace, name)
+    assert args[0] == obj["spec"]["model"]
+    assert flag_value(args, "--max-num-queued-reqs") == "32"
+    assert flag_value(args, "--max-num-queued-tokens") == "12000"
+    assert flag_value(args, "--max-num-seqs") == "16"
+    assert flag_value(args, "--max-num-active-seqs") == "8"
+    assert flag_value(args, "--max-num-batched-tokens") == "4096"
+    assert svc["status"]["effective"]["args"] == args
+
+    dep = apps.read_namespaced_deployment(name, namespace)
+    limits = dep.spec.template.spec.containers[0].resources.limits
+    assert limits["nvidia.com/gpu"] == str(obj["spec"]["gpu"]["count"])
+    assert dep.metadata.owner_references[0].kind == "VLLMService"
+
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{GROUP}/vllmservice={name}").items
+    assert pods, "no pods"
+    for pod in pods:
+        node = core.read_node(pod.spec.node_name)
+        assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert core.read_namespaced_service(name, namespace).spec.ports[0].port == 8000
+
+
+def test_budget_edit_rolls_the_deployment(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    obj = load_example("three-layer-budgets.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    first = wait_ready(cluster, namespace, name, operator_process)
+    edited = copy.deepcopy(obj)
+    edited["spec"]["budgets"]["running"]["maxActiveSeqs"] = 4
+    apply(cluster, edited)
+    svc = wait_ready(cluster, namespace, name, operator_process)
+    assert svc["metadata"]["generation"] == first["metadata"]["generation"] + 1
+    assert svc["status"]["observedGeneration"] == svc["metadata"]["generation"]
+    assert flag_value(container_args(apps, namespace, name), "--max-num-active-seqs") == "4"
+
+
+def test_drift_is_repaired(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    obj = load_example("minimal.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    wait_ready(cluster, namespace, name, operator_process)
+    want = container_args(apps, namespace, name)
+    apps.patch_namespaced_deployment(
+        name,
+        namespace,
+        [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": ["tampered"]}],
+        _content_type="application/json-patch+json",
+    )
+    wait_until(
+        lambda: container_args(apps, namespace, name) == want,
+        timeout=60,
+        what="the operator to restore the rendered args",
+    )
+
+
+def test_unknown_gpu_type_is_reported(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    obj = load_example("minimal.yaml", namespace)
+    obj["spec"]["gpu"]["type"] = "RTX-9090"
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+
+    def degraded() -> dict[str, Any] | None:
+        cond = condition(get_svc(cluster, namespace, name), "Degraded")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_until(degraded, timeout=60, what="Degraded=True for an unknown GPU type")
+    assert cond["reason"] == "UnknownGPUType"
+    assert "RTX-9090" in cond["message"]
+    assert apps.list_namespaced_deployment(namespace).items == []
+
+
+def test_no_node_fits_is_reported(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str
+) -> None:
+    obj = load_example("minimal.yaml", namespace)
+    obj["spec"]["gpu"]["count"] = 8
+    obj["spec"]["gpu"]["type"] = "L4"  # L4 nodes have 4 GPUs each
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+
+    def degraded() -> dict[str, Any] | None:
+        cond = condition(get_svc(cluster, namespace, name), "Degraded")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_until(degraded, timeout=90, what="Degraded=True for a pod no node fits")
+    assert cond["reason"] == "Unschedulable"
+    assert "Insufficient nvidia.com/gpu" in cond["message"]
+
+
+def test_delete_removes_children(
+    cluster: Cluster,
+    operator_process: OperatorProcess,
+    namespace: str,
+    apps: client.AppsV1Api,
+    core: client.CoreV1Api,
+) -> None:
+    obj = load_example("minimal.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    wait_ready(cluster, namespace, name, operator_process)
+    cluster.kubectl("delete", "vllmservice", name, "-n", namespace, "--wait=true")
+    wait_until(
+        lambda: (
+            not apps.list_namespaced_deployment(namespace).items
+            and not core.list_namespaced_service(namespace).items
+        ),
+        timeout=60,
+        what="garbage collection of the Deployment and Service",
+    )
+
+
+def test_restart_mid_way_converges_without_duplicates(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    objs = [load_example("minimal.yaml", namespace) for _ in range(3)]
+    for i, obj in enumerate(objs):
+        obj["metadata"]["name"] = f"restart-{i}"
+        apply(cluster, obj)
+    # Stopped while it works through the new objects, then started again: the resume handler and
+    # server-side apply must reach one Deployment per service, whatever was done before the stop.
+    operator_process.stop()
+    operator_process.start()
+    for obj in objs:
+        wait_ready(cluster, namespace, obj["metadata"]["name"], operator_process)
+    deps = apps.list_namespaced_deployment(namespace).items
+    assert sorted(d.metadata.name for d in deps) == ["restart-0", "restart-1", "restart-2"]
+    for dep in deps:
+        rs = apps.list_namespaced_replica_set(
+            namespace, label_selector=f"{GROUP}/vllmservice={dep.metadata.name}"
+        ).items
+        assert len(rs) == 1, f"{dep.metadata.name}: {len(rs)} ReplicaSets"

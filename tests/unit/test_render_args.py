@@ -1,0 +1,226 @@
+"""`vllm serve` args: every typed field's flag, the documented order, omission of unset fields."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.fixtures.specs.cases import merge_patch
+from vllm_operator.api import flags
+from vllm_operator.api.errors import parse_vllmservice
+from vllm_operator.api.overrides import TuningOverrides
+from vllm_operator.api.status import BudgetValues
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.config import load_operator_config
+from vllm_operator.render import (
+    RenderError,
+    build_effective,
+    build_effective_args,
+    overrides_from_status,
+)
+
+BASE: dict[str, Any] = {
+    "apiVersion": "serving.vllmop.io/v1alpha1",
+    "kind": "VLLMService",
+    "metadata": {"name": "chat", "namespace": "llm"},
+    "spec": {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": {"type": "H100-80GB"}},
+}
+DEFAULT_ARGS = ["Qwen/Qwen2.5-7B-Instruct", "--port", "8000", "--tensor-parallel-size", "1"]
+
+
+def _svc(patch: dict[str, Any]) -> VLLMService:
+    return parse_vllmservice(merge_patch(BASE, patch))
+
+
+def _args(spec_patch: dict[str, Any], overrides: TuningOverrides | None = None) -> list[str]:
+    svc = _svc({"spec": spec_patch})
+    return build_effective_args(svc) if overrides is None else build_effective_args(svc, overrides)
+
+
+def test_unset_fields_are_omitted() -> None:
+    assert _args({}) == DEFAULT_ARGS
+    empty_groups = {"budgets": {"queue": {}, "running": {}, "tokens": {}}, "engine": {}}
+    assert _args(empty_groups) == DEFAULT_ARGS
+
+
+@pytest.mark.parametrize(
+    ("spec_patch", "added"),
+    [
+        ({"servedModelName": "chat"}, ["--served-model-name", "chat"]),
+        ({"budgets": {"queue": {"maxRequests": 32}}}, ["--max-num-queued-reqs", "32"]),
+        ({"budgets": {"queue": {"maxPrefillTokens": 12000}}}, ["--max-num-queued-tokens", "12000"]),
+        ({"budgets": {"running": {"maxSeqs": 16}}}, ["--max-num-seqs", "16"]),
+        ({"budgets": {"running": {"maxActiveSeqs": 8}}}, ["--max-num-active-seqs", "8"]),
+        ({"budgets": {"tokens": {"maxBatchedTokens": 4096}}}, ["--max-num-batched-tokens", "4096"]),
+        ({"engine": {"maxModelLen": 8192}}, ["--max-model-len", "8192"]),
+        ({"engine": {"gpuMemoryUtilization": 0.9}}, ["--gpu-memory-utilization", "0.9"]),
+        ({"engine": {"gpuMemoryUtilization": 1}}, ["--gpu-memory-utilization", "1.0"]),
+        ({"engine": {"enableChunkedPrefill": True}}, ["--enable-chunked-prefill"]),
+        ({"engine": {"enableChunkedPrefill": False}}, ["--disable-chunked-prefill"]),
+        ({"engine": {"enablePrefixCaching": True}}, ["--enable-prefix-caching"]),
+        ({"engine": {"enablePrefixCaching": False}}, ["--disable-prefix-caching"]),
+        ({"engine": {"schedulingPolicy": "priority"}}, ["--scheduling-policy", "priority"]),
+        ({"engine": {"kvCacheDtype": "fp8"}}, ["--kv-cache-dtype", "fp8"]),
+        ({"engine": {"extraArgs": ["--enforce-eager"]}}, ["--enforce-eager"]),
+    ],
+)
+def test_each_field_maps_to_its_flag(spec_patch: dict[str, Any], added: list[str]) -> None:
+    args = _args(spec_patch)
+    # Exactly the expected items were added to the defaults, as one contiguous run.
+    starts = [i for i in range(len(args)) if args[i : i + len(added)] == added]
+    assert len(starts) == 1
+    start = starts[0]
+    assert args[:start] + args[start + len(added) :] == DEFAULT_ARGS
+
+
+@pytest.mark.parametrize(
+    ("gpu", "engine", "parallel"),
+    [
+        ({"count": 1}, {}, ["--tensor-parallel-size", "1"]),
+        ({"count": 4}, {}, ["--tensor-parallel-size", "4"]),
+        ({"count": 4}, {"tensorParallelSize": 4}, ["--tensor-parallel-size", "4"]),
+        (
+            {"count": 4},
+            {"pipelineParallelSize": 2},
+            ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"],
+        ),
+        (
+            {"count": 8},
+            {"tensorParallelSize": 2, "pipelineParallelSize": 4},
+            ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "4"],
+        ),
+        ({"count": 2}, {"pipelineParallelSize": 1}, ["--tensor-parallel-size", "2"]),
+    ],
+)
+def test_parallel_sizes(gpu: dict[str, Any], engine: dict[str, Any], parallel: list[str]) -> None:
+    args = _args({"gpu": gpu, "engine": engine})
+    assert args == [*DEFAULT_ARGS[:3], *parallel]
+
+
+FULL_SPEC: dict[str, Any] = {
+    "servedModelName": "chat",
+    "gpu": {"type": "H100-80GB", "count": 2},
+    "budgets": {
+        "queue": {"maxRequests": 32, "maxPrefillTokens": 12000},
+        "running": {"maxSeqs": 16, "maxActiveSeqs": 8},
+        "tokens": {"maxBatchedTokens": 8192},
+    },
+    "engine": {
+        "maxModelLen": 8192,
+        "gpuMemoryUtilization": 0.92,
+        "enableChunkedPrefill": False,
+        "enablePrefixCaching": True,
+        "schedulingPolicy": "fcfs",
+        "kvCacheDtype": "auto",
+        "pipelineParallelSize": 2,
+        "extraArgs": ["--enforce-eager", "--long-prefill-token-threshold", "512"],
+    },
+}
+FULL_ARGS = [
+    "Qwen/Qwen2.5-7B-Instruct",
+    "--served-model-name", "chat",
+    "--port", "8000",
+    "--tensor-parallel-size", "1",
+    "--pipeline-parallel-size", "2",
+    "--max-model-len", "8192",
+    "--gpu-memory-utilization", "0.92",
+    "--kv-cache-dtype", "auto",
+    "--disable-chunked-prefill",
+    "--enable-prefix-caching",
+    "--scheduling-policy", "fcfs",
+    "--max-num-queued-reqs", "32",
+    "--max-num-queued-tokens", "12000",
+    "--max-num-seqs", "16",
+    "--max-num-active-seqs", "8",
+    "--max-num-batched-tokens", "8192",
+    "--enforce-eager", "--long-prefill-token-threshold", "512",
+]  # fmt: skip
+
+
+def test_full_order() -> None:
+    assert _args(FULL_SPEC) == FULL_ARGS
+
+
+def test_every_typed_flag_is_one_that_extra_args_may_not_repeat() -> None:
+    typed = _args({**FULL_SPEC, "engine": {**FULL_SPEC["engine"], "extraArgs": []}})
+    flags_used = [a for a in typed if a.startswith("-")]
+    assert len(flags_used) == 15
+    owned = [flags.flag_pattern(f.spellings) for f in flags.OWNED_FLAGS]
+    for flag in flags_used:
+        assert any(re.search(pattern, flag) for pattern in owned), flag
+
+
+def test_overrides_replace_spec_budgets_and_fill_unset_ones() -> None:
+    overrides = TuningOverrides(max_active_seqs=4, max_requests=64, replicas=5)
+    args = _args(FULL_SPEC, overrides)
+    expected = list(FULL_ARGS)
+    expected[expected.index("--max-num-queued-reqs") + 1] = "64"
+    expected[expected.index("--max-num-active-seqs") + 1] = "4"
+    assert args == expected
+    assert _args({}, TuningOverrides(max_seqs=32)) == [*DEFAULT_ARGS, "--max-num-seqs", "32"]
+    assert _args({}, TuningOverrides(replicas=3)) == DEFAULT_ARGS
+
+
+def test_overrides_that_break_a_rule_are_refused() -> None:
+    with pytest.raises(RenderError) as info:
+        _args(FULL_SPEC, TuningOverrides(max_active_seqs=32))
+    assert str(info.value) == (
+        "status.tuning.overrides: tuned budgets break a rule: "
+        "spec.budgets.running.maxActiveSeqs must be <= spec.budgets.running.maxSeqs"
+    )
+
+
+def test_model_with_yaml_specials_stays_one_arg() -> None:
+    assert _args({"model": "/models/a: b #c"})[0] == "/models/a: b #c"
+
+
+def test_build_effective_is_the_status_wire_form() -> None:
+    svc = _svc({"spec": {**FULL_SPEC, "image": "registry.local/vllm:0.33.0"}})
+    assert build_effective(svc, TuningOverrides(max_seqs=24)) == {
+        "args": [a if a != "16" else "24" for a in FULL_ARGS],
+        "image": "registry.local/vllm:0.33.0",
+        "budgets": {
+            "maxRequests": 32,
+            "maxPrefillTokens": 12000,
+            "maxSeqs": 24,
+            "maxActiveSeqs": 8,
+            "maxBatchedTokens": 8192,
+        },
+        "tensorParallelSize": 1,
+        "pipelineParallelSize": 2,
+    }
+    cfg = load_operator_config({})
+    assert build_effective(_svc({}), cfg=cfg) == {
+        "args": DEFAULT_ARGS,
+        "image": "vllm/vllm-openai:v0.33.0",
+        "budgets": {},
+        "tensorParallelSize": 1,
+        "pipelineParallelSize": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("Auto", TuningOverrides(max_active_seqs=8)),
+        ("Recommend", TuningOverrides()),
+        ("Off", TuningOverrides()),
+    ],
+)
+def test_overrides_from_status_only_in_auto_mode(mode: str, expected: TuningOverrides) -> None:
+    svc = _svc(
+        {
+            "spec": {"autotune": {"mode": mode}},
+            "status": {"tuning": {"overrides": {"maxActiveSeqs": 8}, "desiredReplicas": 3}},
+        }
+    )
+    assert overrides_from_status(svc) == expected
+
+
+def test_overrides_from_status_without_status_or_autotune() -> None:
+    assert overrides_from_status(_svc({})) == TuningOverrides()
+    auto_without_status = _svc({"spec": {"autotune": {"mode": "Auto"}}})
+    assert overrides_from_status(auto_without_status) == TuningOverrides()
+    assert TuningOverrides().budget_values() == BudgetValues()
