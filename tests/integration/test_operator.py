@@ -213,3 +213,27 @@ def test_restart_mid_way_converges_without_duplicates(
             namespace, label_selector=f"{GROUP}/vllmservice={dep.metadata.name}"
         ).items
         assert len(rs) == 1, f"{dep.metadata.name}: {len(rs)} ReplicaSets"
+
+
+def test_reconciling_an_unchanged_service_writes_nothing(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str
+) -> None:
+    import logging
+
+    from vllm_operator.config import load_operator_config
+    from vllm_operator.handlers.deps import Deps
+    from vllm_operator.handlers.reconcile import reconcile
+    from vllm_operator.k8s.client import KubeClient
+
+    obj = load_example("three-layer-budgets.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    body = wait_ready(cluster, namespace, name, operator_process)
+    deps = Deps(cfg=load_operator_config({}), kube=KubeClient(cluster.api))
+    reconcile(body, deps=deps, logger=logging.getLogger("test"))
+    assert deps.kube.writes == 0
+    # and a real change is written: the same function is not simply inert
+    body["spec"]["budgets"]["running"]["maxActiveSeqs"] = 4
+    body["metadata"]["generation"] += 1
+    reconcile(body, deps=deps, logger=logging.getLogger("test"))
+    assert deps.kube.writes >= 2  # the Deployment and the status

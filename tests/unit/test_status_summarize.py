@@ -1,0 +1,148 @@
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from vllm_operator.status.summarize import Observed, status_changed, summarize_status
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def deployment(
+    desired: int,
+    replicas: int,
+    updated: int,
+    ready: int,
+    gen: int = 2,
+    seen: int = 2,
+    progressing_reason: str = "NewReplicaSetAvailable",
+) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": gen},
+        "spec": {"replicas": desired},
+        "status": {
+            "observedGeneration": seen,
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "conditions": [{"type": "Progressing", "reason": progressing_reason, "message": "pm"}],
+        },
+    }
+
+
+def summarize(observed: Observed, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    return summarize_status(
+        generation=7,
+        previous=previous or {},
+        observed=observed,
+        effective={"args": ["m"]},
+        selector="s=x",
+        now=NOW,
+    )
+
+
+def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+@pytest.mark.parametrize(
+    ("dep", "unschedulable", "want"),
+    [
+        (
+            deployment(2, 2, 2, 2),
+            None,
+            {
+                "Ready": ("True", "ReplicasAvailable"),
+                "Progressing": ("False", "RolloutComplete"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        (
+            deployment(2, 2, 2, 1),
+            None,
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Progressing": ("False", "RolloutComplete"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        # the Deployment controller has not seen the new template: not Ready, whatever counts say
+        (
+            deployment(2, 2, 2, 2, gen=3, seen=2),
+            None,
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Progressing": ("True", "RollingOut"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        # old and new ReplicaSets both have pods: still rolling
+        (
+            deployment(2, 3, 1, 2),
+            None,
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Progressing": ("True", "RollingOut"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        (
+            deployment(2, 2, 2, 0),
+            "2/2 pods cannot be scheduled: Insufficient nvidia.com/gpu",
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Progressing": ("False", "RolloutComplete"),
+                "Degraded": ("True", "Unschedulable"),
+            },
+        ),
+        (
+            deployment(2, 2, 1, 1, progressing_reason="ProgressDeadlineExceeded"),
+            None,
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Progressing": ("True", "RollingOut"),
+                "Degraded": ("True", "ProgressDeadlineExceeded"),
+            },
+        ),
+        (
+            deployment(0, 0, 0, 0),
+            None,
+            {
+                "Ready": ("True", "ScaledToZero"),
+                "Progressing": ("False", "RolloutComplete"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+    ],
+)
+def test_conditions_follow_the_deployment(
+    dep: dict[str, Any], unschedulable: str | None, want: dict[str, tuple[str, str]]
+) -> None:
+    status = summarize(Observed(dep, unschedulable_message=unschedulable))
+    assert states(status) == want
+    assert status["observedGeneration"] == 7
+    assert status["selector"] == "s=x"
+    assert all(c["observedGeneration"] == 7 for c in status["conditions"])
+
+
+def test_a_problem_that_stops_rendering_is_degraded_and_not_ready() -> None:
+    status = summarize(Observed(None, problem=("UnknownGPUType", "spec.gpu.type RTX is unknown")))
+    assert states(status) == {
+        "Ready": ("False", "UnknownGPUType"),
+        "Progressing": ("False", "UnknownGPUType"),
+        "Degraded": ("True", "UnknownGPUType"),
+    }
+    assert (status["replicas"], status["readyReplicas"]) == (0, 0)
+
+
+def test_replica_counts() -> None:
+    status = summarize(Observed(deployment(3, 3, 2, 1)))
+    assert (status["replicas"], status["updatedReplicas"], status["readyReplicas"]) == (3, 2, 1)
+
+
+def test_same_observation_twice_changes_nothing() -> None:
+    first = summarize(Observed(deployment(2, 2, 2, 2)))
+    second = summarize(Observed(deployment(2, 2, 2, 2)), previous=first)
+    assert not status_changed(first, second)
+    third = summarize(Observed(deployment(2, 2, 2, 1)), previous=first)
+    assert status_changed(first, third)
