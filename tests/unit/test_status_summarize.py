@@ -146,3 +146,14 @@ def test_same_observation_twice_changes_nothing() -> None:
     assert not status_changed(first, second)
     third = summarize(Observed(deployment(2, 2, 2, 1)), previous=first)
     assert status_changed(first, third)
+
+
+def test_conditions_of_other_writers_are_neither_copied_nor_a_change() -> None:
+    first = summarize(Observed(deployment(2, 2, 2, 2)))
+    stored = {
+        **first,
+        "conditions": [*first["conditions"], {"type": "TuningActive", "status": "True"}],
+    }
+    second = summarize(Observed(deployment(2, 2, 2, 2)), previous=stored)
+    assert [c["type"] for c in second["conditions"]] == ["Degraded", "Progressing", "Ready"]
+    assert not status_changed(stored, second)

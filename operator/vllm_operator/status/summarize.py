@@ -15,6 +15,9 @@ from vllm_operator import constants as c
 from vllm_operator.status.conditions import set_condition
 
 
+OWN_CONDITIONS = (c.COND_READY, c.COND_PROGRESSING, c.COND_DEGRADED)
+
+
 @dataclass(frozen=True)
 class Observed:
     """What the reconcile saw of the children this round (None: not created / not applicable)."""
@@ -49,8 +52,12 @@ def summarize_status(
     selector: str,
     now: datetime,
 ) -> dict[str, Any]:
-    """The status fields this controller owns (field manager vllm-operator-status)."""
-    conds: list[dict[str, Any]] = list(previous.get("conditions") or [])
+    """The status fields this controller owns (field manager vllm-operator-status).
+
+    Only Ready, Progressing and Degraded: the tuner owns its own condition entries (conditions
+    are a map-list keyed by type), and re-applying its entries from here could undo a newer write.
+    """
+    conds = [x for x in previous.get("conditions") or [] if x.get("type") in OWN_CONDITIONS]
 
     def put(type_: str, status: bool, reason: str, message: str) -> None:
         nonlocal conds
@@ -120,4 +127,12 @@ def summarize_status(
 
 def status_changed(previous: dict[str, Any], new: dict[str, Any]) -> bool:
     """True when applying `new` would change what the API server stores for our fields."""
-    return any(previous.get(k) != v for k, v in new.items())
+    for key, value in new.items():
+        old = previous.get(key)
+        if key == "conditions":
+            mine = [x for x in old or [] if x.get("type") in OWN_CONDITIONS]
+            if mine != value:
+                return True
+        elif old != value:
+            return True
+    return False

@@ -1,0 +1,130 @@
+"""Types the tuner's pure core works on: what was measured, what is remembered, what is decided.
+
+`MetricsSnapshot` is built by the Prometheus adapter (operator) and by the simulator (benchmarks)
+alike, so `decide()` cannot tell them apart. Every figure may be None: "not measured" is a fact
+the rules must handle, never a zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+# Why a snapshot cannot be acted on; "ok" when it can.
+Quality = Literal["ok", "missing", "stale", "partial", "invalid", "error"]
+ActionKind = Literal["ScaleReplicas", "SetBudget", "Rollback", "Hold"]
+# Budget fields the tuner may move, by their spec names (spec.budgets.<group>.<key>).
+BudgetKey = Literal[
+    "maxRequests", "maxPrefillTokens", "maxSeqs", "maxActiveSeqs", "maxBatchedTokens"
+]
+
+
+@dataclass(frozen=True)
+class PodFigures:
+    """One replica's gauges, for the "partial" verdict and per-pod status."""
+
+    pod: str
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # 0-1
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """What the Deployment says, so the tuner can hold still during rollouts."""
+
+    desired: int
+    ready: int
+    updated: int
+    rolling: bool  # a rollout is under way (new template not everywhere yet)
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    observed_at: datetime
+    window_seconds: float
+    quality: Quality
+    problem: str | None = None  # one sentence when quality != "ok"
+    pods_expected: int = 0
+    pods_scraped: int = 0
+    request_rate: float | None = None  # requests/s that reached the server (admitted + refused)
+    rejection_rate: float | None = None  # 503s/s from vllm:admission_rejections_total
+    rejection_ratio: float | None = None  # rejection_rate / request_rate
+    ttft_p95: float | None = None  # seconds
+    itl_p95: float | None = None
+    queue_time_p95: float | None = None
+    e2e_p95: float | None = None
+    waiting: float | None = None  # mean over the window, summed over pods
+    running: float | None = None  # likewise
+    kv_usage: float | None = None  # max over pods of the window mean, 0-1
+    preemption_rate: float | None = None  # per second, all pods
+    prompt_tokens_per_request: float | None = None  # mean prompt length of admitted requests
+    pods: tuple[PodFigures, ...] = ()
+    fleet: FleetView | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.quality == "ok"
+
+    def figures(self) -> dict[str, float]:
+        """The numbers a decision record carries, without the Nones."""
+        names = (
+            "request_rate", "rejection_rate", "rejection_ratio", "ttft_p95", "itl_p95",
+            "queue_time_p95", "e2e_p95", "waiting", "running", "kv_usage", "preemption_rate",
+            "prompt_tokens_per_request",
+        )  # fmt: skip
+        out = {n: float(v) for n in names if (v := getattr(self, n)) is not None}
+        return out
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A direction the tuner may not move a field in until `until` (after a rollback)."""
+
+    field: BudgetKey
+    direction: Literal["up", "down"]
+    until: datetime
+
+
+@dataclass(frozen=True)
+class PendingRetune:
+    """A budget change whose effect is still to be judged against the figures before it."""
+
+    field: BudgetKey
+    from_value: int | None
+    to_value: int
+    applied_at: datetime
+    before: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TuningState:
+    """Everything the tuner remembers between passes; persisted in status.tuning."""
+
+    desired_replicas: int | None = None
+    overrides: dict[str, int] = field(default_factory=dict)  # BudgetKey -> value in force
+    last_scale_at: datetime | None = None
+    scale_down_votes: int = 0
+    retune_cooldown_until: datetime | None = None
+    restart_times: tuple[datetime, ...] = ()
+    pending: PendingRetune | None = None
+    holds: tuple[Hold, ...] = ()
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: ActionKind
+    field: str | None = None  # "replicas" or a BudgetKey
+    from_value: int | None = None
+    to_value: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str  # CamelCase, e.g. ScaleUpRejections, LowerActiveSeqsITL, HoldMetricsStale
+    message: str  # one human sentence with the figures that drove it
+    figures: dict[str, float]
+    state: TuningState  # what to persist after this pass (also when holding)
+    applied: bool = True  # False in Recommend mode: recorded, not done
