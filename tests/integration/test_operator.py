@@ -237,3 +237,30 @@ def test_reconciling_an_unchanged_service_writes_nothing(
     body["metadata"]["generation"] += 1
     reconcile(body, deps=deps, logger=logging.getLogger("test"))
     assert deps.kube.writes >= 2  # the Deployment and the status
+
+
+def test_with_autoscaling_the_tuner_owns_replicas(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    obj = load_example("autotune-recommend.yaml", namespace)
+    obj["spec"]["replicas"] = 3  # the initial count when autoscaling is on
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    wait_ready(cluster, namespace, name, operator_process)
+    dep = apps.read_namespaced_deployment(name, namespace)
+    assert dep.spec.replicas == 3
+    owners = {
+        m.manager
+        for m in dep.metadata.managed_fields
+        if "f:replicas" in ((m.fields_v1 or {}).get("f:spec") or {})
+    }
+    assert owners == {"vllm-operator-tuner"}
+    # the renderer's next apply (a budget edit) leaves the replica count alone
+    obj["spec"]["budgets"]["running"]["maxActiveSeqs"] = 8
+    apply(cluster, obj)
+    wait_until(
+        lambda: flag_value(container_args(apps, namespace, name), "--max-num-active-seqs") == "8",
+        timeout=60,
+        what="the budget edit to roll out",
+    )
+    assert apps.read_namespaced_deployment(name, namespace).spec.replicas == 3

@@ -16,6 +16,11 @@ from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
+from vllm_operator.handlers.replicas import (
+    build_replicas_patch,
+    initial_replicas,
+    tuner_owns_replicas,
+)
 from vllm_operator.render import UnknownGPUTypeError, build_effective, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
@@ -39,15 +44,23 @@ def _unschedulable_message(deps: Deps, namespace: str, name: str) -> str | None:
     return f"{len(stuck)}/{len(pods)} pods cannot be scheduled: {stuck[0]}"
 
 
-def _apply_children(deps: Deps, manifests: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _apply_children(
+    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     """Apply every child whose observed state differs; return the Deployment as now stored."""
     deployment = None
+    autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
     for manifest in manifests:
         desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
         meta = desired["metadata"]
         current = deps.kube.get(
             desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
         )
+        if desired["kind"] == "Deployment" and autoscaling and not tuner_owns_replicas(current):
+            patch = build_replicas_patch(svc, initial_replicas(svc, current))
+            if current is None:  # created first, so the tuner's apply has something to patch
+                current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
+            current = deps.kube.apply(patch, field_manager=c.FM_TUNER)
         if current is None or not is_applied(desired, current):
             current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
         if desired["kind"] == "Deployment":
@@ -77,7 +90,7 @@ def reconcile(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any)
     except UnknownGPUTypeError as exc:
         observed = Observed(None, problem=(c.REASON_UNKNOWN_GPU, str(exc)))
     else:
-        deployment = _apply_children(deps, manifests)
+        deployment = _apply_children(deps, svc, manifests)
         ready = deployment is not None and int(
             deployment.get("status", {}).get("readyReplicas", 0)
         ) >= int(deployment.get("spec", {}).get("replicas", 1))
