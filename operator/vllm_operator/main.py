@@ -6,16 +6,17 @@ because the kubernetes client is; kopf runs them in its thread pool.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-import random
 from typing import Any
 
 import kopf
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.deps import build_deps
-from vllm_operator.handlers.reconcile import reconcile, reconcile_by_name
+from vllm_operator.handlers.periodic import run_periodically
+from vllm_operator.handlers.reconcile import Seen, reconcile, reconcile_by_name
 
 # Timer intervals are fixed at registration, before start-up runs: the one setting read here.
 RESYNC_SECONDS = float(os.environ.get("VLLM_OPERATOR_RESYNC_SECONDS", "300"))
@@ -44,25 +45,79 @@ def on_vllmservice(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: A
     reconcile(dict(body), deps=memo.deps, logger=logger)
 
 
-@kopf.timer(
-    c.GROUP,
-    c.VERSION,
-    c.PLURAL,
-    interval=RESYNC_SECONDS,
-    initial_delay=random.uniform(0, RESYNC_SECONDS),  # spread a thousand services over time
-    id="vllmservice.resync",
-)
-def on_vllmservice_resync(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    reconcile(dict(body), deps=memo.deps, logger=logger)
+@kopf.on.startup()
+async def start_periodic(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    """Drift resync for every VLLMService, from one operator-wide loop (no finalizers)."""
+    deps = memo.deps
+    memo.stop_periodic = asyncio.Event()
+
+    def resync(body: dict[str, Any]) -> None:
+        reconcile(body, deps=deps, logger=logger)
+
+    namespaces = tuple(
+        n for n in os.environ.get("VLLM_OPERATOR_WATCH_NAMESPACES", "").split(",") if n
+    )
+    memo.periodic = [
+        asyncio.create_task(
+            run_periodically("resync", RESYNC_SECONDS, deps, namespaces, resync, memo.stop_periodic)
+        )
+    ]
+
+
+@kopf.on.cleanup()
+async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
+    memo.stop_periodic.set()
+    await asyncio.gather(*memo.periodic, return_exceptions=True)
+
+
+@kopf.index("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
+def vllm_pods(namespace: str | None, labels: kopf.Labels, status: kopf.Status, **_: Any) -> Any:
+    """Pods by (namespace, VLLMService), with just what status needs: scheduling conditions."""
+    parent = labels.get(c.LABEL_SERVICE)
+    if not parent:
+        return None
+    return {(namespace, parent): {"status": {"conditions": list(status.get("conditions") or [])}}}
+
+
+def _pods_of(index: kopf.Index[Any, Any], namespace: str, parent: str) -> list[dict[str, Any]]:
+    return list(index.get((namespace, parent), []))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
-def on_child_deployment(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    """A child changed (rollout progress, someone edited it): status and drift follow at once."""
+def on_child_deployment(
+    body: kopf.Body, type: str, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any
+) -> None:
+    """A Deployment changed (rollout progress, an edit): status and drift follow at once.
+
+    The event carries the Deployment and the pod index the scheduling state, so the pass reads
+    only the parent; the other children wait for the resync timer.
+    """
     parent = body.metadata.labels.get(c.LABEL_SERVICE)
     namespace = body.metadata.namespace
+    if not parent or not namespace:
+        return
+    seen = Seen(
+        children={} if type == "DELETED" else {"Deployment": dict(body)},
+        pods=_pods_of(kwargs["vllm_pods"], namespace, parent),
+        only=frozenset({"Deployment"}),
+    )
+    reconcile_by_name(namespace, parent, deps=memo.deps, logger=logger, seen=seen)
+
+
+def _unschedulable(status: kopf.Status, **_: Any) -> bool:
+    return any(x.get("reason") == "Unschedulable" for x in status.get("conditions") or [])
+
+
+@kopf.on.event("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY}, when=_unschedulable)
+def on_unschedulable_pod(
+    namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any
+) -> None:
+    """No node fits a pod: the Deployment does not change, so this is how Degraded learns it."""
+    parent = labels.get(c.LABEL_SERVICE)
     if parent and namespace:
-        reconcile_by_name(namespace, parent, deps=memo.deps, logger=logger)
+        pods = _pods_of(kwargs["vllm_pods"], namespace, parent)
+        seen = Seen(pods=pods, only=frozenset({"Deployment"}))
+        reconcile_by_name(namespace, parent, deps=memo.deps, logger=logger, seen=seen)
 
 
 @kopf.on.probe(id="reconciling")

@@ -264,3 +264,23 @@ def test_with_autoscaling_the_tuner_owns_replicas(
         what="the budget edit to roll out",
     )
     assert apps.read_namespaced_deployment(name, namespace).spec.replicas == 3
+
+
+def test_no_finalizer_so_deletion_needs_no_running_operator(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    obj = load_example("minimal.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+    svc = wait_ready(cluster, namespace, name, operator_process)
+    assert not svc["metadata"].get("finalizers")
+    operator_process.stop()
+    try:
+        cluster.kubectl("delete", "vllmservice", name, "-n", namespace, "--timeout=30s")
+        wait_until(
+            lambda: not apps.list_namespaced_deployment(namespace).items,
+            timeout=60,
+            what="garbage collection without the operator",
+        )
+    finally:
+        operator_process.start()

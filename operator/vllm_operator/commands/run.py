@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
             standalone=args.peering is None,
             peering_name=args.peering,
             liveness_endpoint=args.liveness or None,
+            memo=kopf.Memo(namespaces=tuple(args.namespace)),
         )
     )
     return 0

@@ -8,6 +8,7 @@ events on the children, so there is a single path to reason about.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,32 +33,52 @@ def selector_for(name: str) -> str:
     return f"{c.LABEL_SERVICE}={name}"
 
 
-def _unschedulable_message(deps: Deps, namespace: str, name: str) -> str | None:
-    pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
-    stuck = []
-    for pod in pods:
-        for cond in pod.get("status", {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                stuck.append(str(cond.get("message", "")))
+def unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
+    """The scheduler's verdict on Pending pods, as one sentence (None: every pod placed)."""
+    stuck = [
+        str(cond.get("message", ""))
+        for pod in pods
+        for cond in pod.get("status", {}).get("conditions") or []
+        if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable"
+    ]
     if not stuck:
         return None
     return f"{len(stuck)}/{len(pods)} pods cannot be scheduled: {stuck[0]}"
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What the caller already observed (a watch event, a kopf index): no need to GET it again.
+
+    `only` limits the pass to these child kinds; an event on the Deployment needs neither the
+    Service nor the monitors read back, and the resync timer still checks every child.
+    """
+
+    children: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> object
+    pods: list[dict[str, Any]] | None = None
+    only: frozenset[str] | None = None
+
+
 def _apply_children(
-    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]]
+    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], seen: Seen
 ) -> dict[str, Any] | None:
     """Apply every child whose observed state differs; return the Deployment as now stored."""
     deployment = None
     autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
     for manifest in manifests:
+        if seen.only is not None and manifest["kind"] not in seen.only:
+            continue
         desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
         meta = desired["metadata"]
-        current = deps.kube.get(
+        current = seen.children.get(desired["kind"]) or deps.kube.get(
             desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
         )
-        if desired["kind"] == "Deployment" and autoscaling and not tuner_owns_replicas(current):
-            patch = build_replicas_patch(svc, initial_replicas(svc, current))
+        hand_over = desired["kind"] == "Deployment" and autoscaling
+        if hand_over and not tuner_owns_replicas(current) and "Deployment" in seen.children:
+            # an event's copy may predate the hand-over: decide on the stored object
+            current = deps.kube.get("apps/v1", "Deployment", meta["namespace"], meta["name"])
+        if hand_over and not tuner_owns_replicas(current):
+            patch = build_replicas_patch(svc, initial_replicas(svc))
             if current is None:  # created first, so the tuner's apply has something to patch
                 current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
             current = deps.kube.apply(patch, field_manager=c.FM_TUNER)
@@ -68,7 +89,9 @@ def _apply_children(
     return deployment
 
 
-def reconcile(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> None:
+def reconcile(
+    body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any, seen: Seen = Seen()
+) -> None:
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     generation = int(meta.get("generation", 1))
@@ -90,11 +113,14 @@ def reconcile(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any)
     except UnknownGPUTypeError as exc:
         observed = Observed(None, problem=(c.REASON_UNKNOWN_GPU, str(exc)))
     else:
-        deployment = _apply_children(deps, svc, manifests)
+        deployment = _apply_children(deps, svc, manifests, seen)
         ready = deployment is not None and int(
             deployment.get("status", {}).get("readyReplicas", 0)
         ) >= int(deployment.get("spec", {}).get("replicas", 1))
-        unschedulable = None if ready else _unschedulable_message(deps, namespace, name)
+        pods = seen.pods
+        if pods is None and not ready:
+            pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
+        unschedulable = None if ready else unschedulable_message(pods or [])
         observed = Observed(deployment, unschedulable_message=unschedulable)
 
     status = summarize_status(
@@ -134,9 +160,16 @@ def reconcile(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any)
 
 
 def reconcile_by_name(
-    namespace: str, name: str, *, deps: Deps, logger: logging.Logger | Any
+    namespace: str,
+    name: str,
+    *,
+    deps: Deps,
+    logger: logging.Logger | Any,
+    body: dict[str, Any] | None = None,
+    seen: Seen = Seen(),
 ) -> None:
     """Reconcile the VLLMService that owns a child that changed (it may be gone already)."""
-    body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
+    if body is None:
+        body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
     if body is not None and not body["metadata"].get("deletionTimestamp"):
-        reconcile(body, deps=deps, logger=logger)
+        reconcile(body, deps=deps, logger=logger, seen=seen)

@@ -22,11 +22,10 @@ def tuner_owns_replicas(deployment: dict[str, Any] | None) -> bool:
     return False
 
 
-def initial_replicas(svc: VLLMService, deployment: dict[str, Any] | None) -> int:
-    """The count the tuner starts from: what runs now, else spec.replicas, within the bounds."""
+def initial_replicas(svc: VLLMService) -> int:
+    """The count the tuner starts from: spec.replicas ("the initial count"), within the bounds."""
     auto = svc.spec.autoscaling
-    current = (deployment or {}).get("spec", {}).get("replicas")
-    want = int(current) if current is not None else svc.spec.replicas
+    want = svc.spec.replicas
     low = auto.min_replicas if auto else 1
     high = auto.max_replicas if auto and auto.max_replicas is not None else want
     return max(low, min(high, want))

@@ -28,6 +28,8 @@ class PodFigures:
     running: float | None = None
     waiting: float | None = None
     kv_usage: float | None = None  # 0-1
+    up: bool | None = None  # Prometheus' `up` for the pod's target at the last scrape
+    sample_age: float | None = None  # seconds since the pod's newest engine sample
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class MetricsSnapshot:
     prompt_tokens_per_request: float | None = None  # mean prompt length of admitted requests
     pods: tuple[PodFigures, ...] = ()
     fleet: FleetView | None = None
+    admitted_rate: float | None = None  # requests/s the engines finished (any finish reason)
+    rejection_rate_by_reason: dict[str, float] = field(default_factory=dict)  # reason -> 503s/s
+    sample_age: float | None = None  # seconds since the newest engine sample of any pod
 
     @property
     def usable(self) -> bool:
@@ -96,6 +101,9 @@ class PendingRetune:
     to_value: int
     applied_at: datetime
     before: dict[str, float]
+    # First pass after applied_at with the fleet steady (rollout done); the change is judged once
+    # figures from after this time fill the snapshot window.
+    settled_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,175 @@
+"""PromQL for one VLLMService's figures: pure string builders (docs/metrics.md lists them all).
+
+The label contract: a VLLMService's series are those with `namespace="<ns>"` and
+`serving_vllmop_io_vllmservice="<name>"`. The PodMonitor/ServiceMonitor copies the pod label
+LABEL_SERVICE onto every target with podTargetLabels, and Prometheus turns each character a label
+name may not hold into `_`; `namespace` and `pod` come from the Prometheus Operator's relabelling.
+
+Names are checked against the Kubernetes rules before they reach a query, so a value can never
+close its string literal and add PromQL of its own.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final, Literal
+
+from vllm_operator.constants import LABEL_SERVICE
+
+
+def sanitize_label_name(kube_label: str) -> str:
+    """The Prometheus label name a Kubernetes label becomes (as podTargetLabels does it)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", kube_label)
+
+
+SERVICE_LABEL: Final = sanitize_label_name(LABEL_SERVICE)  # serving_vllmop_io_vllmservice
+
+# A namespace is a DNS-1123 label; the VLLMService name travels as a pod label value, so it must
+# be a DNS-1123 subdomain that also fits a label value (63 characters).
+_NAMESPACE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_MAX_LEN: Final = 63
+
+QUANTILE: Final = 0.95
+
+# Figure keys, in the order query_snapshot asks for them: the pod-level liveness first, so a
+# service that is not scraped at all costs one failed query when Prometheus is down.
+Figure = Literal[
+    "pod_up",
+    "pod_sample_age",
+    "admitted_rate",
+    "rejection_rate_by_reason",
+    "ttft_p95",
+    "itl_p95",
+    "queue_time_p95",
+    "e2e_p95",
+    "waiting",
+    "running",
+    "kv_usage",
+    "preemption_rate",
+    "prompt_tokens_per_request",
+    "pod_running",
+    "pod_waiting",
+    "pod_kv_usage",
+]
+
+# Figures answered by a plain sum/max/quantile: at most one series, without labels.
+SINGLE_SERIES: Final[frozenset[Figure]] = frozenset(
+    {
+        "admitted_rate", "ttft_p95", "itl_p95", "queue_time_p95", "e2e_p95", "waiting",
+        "running", "kv_usage", "preemption_rate", "prompt_tokens_per_request",
+    }
+)  # fmt: skip
+
+# Histograms behind the p95 figures (vllm-0.33.md §3.2); each has `_bucket` series with `le`.
+HISTOGRAMS: Final[dict[Figure, str]] = {
+    "ttft_p95": "vllm:time_to_first_token_seconds",
+    "itl_p95": "vllm:inter_token_latency_seconds",
+    "queue_time_p95": "vllm:request_queue_time_seconds",
+    "e2e_p95": "vllm:e2e_request_latency_seconds",
+}
+
+
+def build_selector(namespace: str, name: str) -> str:
+    """`{namespace="ns",serving_vllmop_io_vllmservice="name"}`; ValueError for a bad name."""
+    _check(namespace, _NAMESPACE, "namespace", "lower-case letters, digits and '-'")
+    _check(name, _NAME, "VLLMService name", "lower-case letters, digits, '-' and '.'")
+    return f'{{namespace="{namespace}",{SERVICE_LABEL}="{name}"}}'
+
+
+def _check(value: str, pattern: re.Pattern[str], what: str, allowed: str) -> None:
+    if len(value) > _MAX_LEN or not pattern.fullmatch(value):
+        raise ValueError(
+            f"{what} {value!r} is not a Kubernetes name: {allowed}, starting and ending with a"
+            f" letter or digit, at most {_MAX_LEN} characters"
+        )
+
+
+def build_range(window_seconds: float) -> str:
+    """A PromQL range: whole seconds as `300s`, otherwise milliseconds (`1500ms`)."""
+    if not math.isfinite(window_seconds) or window_seconds <= 0:
+        raise ValueError(f"window must be a positive number of seconds, got {window_seconds!r}")
+    millis = round(window_seconds * 1000)
+    if millis < 1:
+        raise ValueError(f"window {window_seconds!r}s is shorter than PromQL's 1ms resolution")
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
+def build_counter_rate(counter: str, sel: str, rng: str) -> str:
+    """A counter's per-second increase over the window, summed over pods (and label values)."""
+    return f"sum(rate({counter}{sel}[{rng}]))"
+
+
+def build_admitted_rate(sel: str, rng: str) -> str:
+    """Requests/s the engine finished, whatever the finish reason (stop, length, abort, ...)."""
+    return build_counter_rate("vllm:request_success_total", sel, rng)
+
+
+def build_rejection_rate_by_reason(sel: str, rng: str) -> str:
+    """503 admission rejections/s per reason (max_num_queued_reqs, max_num_queued_tokens)."""
+    return f"sum by (reason) (rate(vllm:admission_rejections_total{sel}[{rng}]))"
+
+
+def build_quantile(histogram: str, sel: str, rng: str, q: float = QUANTILE) -> str:
+    """The q-quantile over every pod's observations in the window."""
+    return f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{sel}[{rng}])))"
+
+
+def build_fleet_mean(gauge: str, sel: str, rng: str) -> str:
+    """A gauge's mean over the window, summed over pods (and engines)."""
+    return f"sum(avg_over_time({gauge}{sel}[{rng}]))"
+
+
+def build_kv_usage(sel: str, rng: str) -> str:
+    """The fullest pod's mean KV-cache usage over the window (0-1)."""
+    return f"max(avg_over_time(vllm:kv_cache_usage_perc{sel}[{rng}]))"
+
+
+def build_pod_mean(gauge: str, sel: str, rng: str, agg: str = "sum") -> str:
+    """A gauge's mean over the window per pod; `agg` joins a pod's engines (DP ranks)."""
+    return f"{agg} by (pod) (avg_over_time({gauge}{sel}[{rng}]))"
+
+
+def build_prompt_tokens_per_request(sel: str, rng: str) -> str:
+    """Mean prompt length of finished requests; NaN (0/0) when none finished."""
+    return (
+        f"{build_counter_rate('vllm:prompt_tokens_total', sel, rng)}"
+        f" / {build_admitted_rate(sel, rng)}"
+    )
+
+
+def build_pod_up(sel: str) -> str:
+    """Per pod: 1 when the last scrape succeeded, 0 when it failed."""
+    return f"max by (pod) (up{sel})"
+
+
+def build_pod_sample_age(sel: str) -> str:
+    """Per pod: seconds between the evaluation time and the pod's newest engine sample."""
+    return f"time() - max by (pod) (timestamp(vllm:num_requests_running{sel}))"
+
+
+def build_snapshot_queries(namespace: str, name: str, window_seconds: float) -> dict[Figure, str]:
+    """Every query a snapshot needs, keyed by figure, in the order they are asked."""
+    sel, rng = build_selector(namespace, name), build_range(window_seconds)
+    queries: dict[Figure, str] = {
+        "pod_up": build_pod_up(sel),
+        "pod_sample_age": build_pod_sample_age(sel),
+        "admitted_rate": build_admitted_rate(sel, rng),
+        "rejection_rate_by_reason": build_rejection_rate_by_reason(sel, rng),
+    }
+    for figure, histogram in HISTOGRAMS.items():
+        queries[figure] = build_quantile(histogram, sel, rng)
+    queries.update(
+        {
+            "waiting": build_fleet_mean("vllm:num_requests_waiting", sel, rng),
+            "running": build_fleet_mean("vllm:num_requests_running", sel, rng),
+            "kv_usage": build_kv_usage(sel, rng),
+            "preemption_rate": build_counter_rate("vllm:num_preemptions_total", sel, rng),
+            "prompt_tokens_per_request": build_prompt_tokens_per_request(sel, rng),
+            "pod_running": build_pod_mean("vllm:num_requests_running", sel, rng),
+            "pod_waiting": build_pod_mean("vllm:num_requests_waiting", sel, rng),
+            "pod_kv_usage": build_pod_mean("vllm:kv_cache_usage_perc", sel, rng, agg="max"),
+        }
+    )
+    return queries

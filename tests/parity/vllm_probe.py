@@ -1,0 +1,386 @@
+"""Ask vLLM 0.33.0 itself whether it accepts a `vllm serve` argv, and what it makes of it.
+
+Runs under the reference venv's python (e2e/vllm-ref-venv.sh), never under the project venv:
+
+    echo '[{"argv": ["Qwen/Qwen3-8B", "--max-num-seqs", "64"], "device": "h100",
+            "model_max_len": 32768}]' | $VLLM_REF_PYTHON tests/parity/vllm_probe.py
+
+stdin: a JSON list of cases. Each case has
+  argv           what follows `vllm serve` in the pod: [MODEL, "--flag", "value", ...]
+  device         a device class below ("h100", ...) or {"name", "memory_gib", "capability"}:
+                 the GPU that the hardware-dependent defaults are computed for
+  model_max_len  the context length vLLM would derive from the model's HF config; needed
+                 only when argv has no --max-model-len (the probe never downloads a model)
+stdout: {"vllm": <version>, "results": [...]} with one result per case, in order:
+  {"accepted": bool, "stage": null | "parse" | "validate" | "config", "error": str | null,
+   "parsed": {"cli": {...}, "scheduler": {...}, "cache": {...}}}
+  stage says which step refused: argparse ("parse"), `vllm serve`'s own argument checks
+  ("validate"), or the SchedulerConfig / CacheConfig constructors ("config").
+
+Each step is vLLM's own code, called the way `vllm serve` calls it:
+  parse     vllm/entrypoints/cli/main.py builds FlexibleArgumentParser("vLLM CLI") with a
+            `serve` subparser from ServeSubcommand.subparser_init (make_arg_parser), parses
+            ["serve", *argv] and runs ServeSubcommand.validate; ServeSubcommand.cmd then copies
+            model_tag into model, and run_server builds AsyncEngineArgs.from_cli_args(args).
+  defaults  EngineArgs.create_engine_config fills chunked prefill / prefix caching from the
+            model, then max_num_seqs / max_num_batched_tokens from the device and usage context
+            (OPENAI_API_SERVER for `vllm serve`). The probe calls the same two EngineArgs
+            methods, with `model_facts` standing in for ModelConfig (a plain decoder-only text
+            model) and a platform that reports the case's device.
+  config    SchedulerConfig(...) and CacheConfig(...) with the keyword arguments that
+            create_engine_config passes; the model-derived ones come from `model_facts`.
+            check_construction_matches_vllm() proves from vLLM's source that the keyword sets
+            agree, so a vLLM upgrade that adds one fails the probe instead of passing silently.
+
+Anything that is not a refusal by vLLM (a bug here, an import problem) ends the probe with a
+traceback and exit status 2: a broken probe must never look like a refused argv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import inspect
+import io
+import json
+import os
+import sys
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+# vLLM's logger writes to stdout; stdout is reserved for the JSON answer.
+_ANSWER = sys.stdout
+sys.stdout = sys.stderr
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ["HF_HUB_OFFLINE"] = "0"  # 1 would make EngineArgs resolve the model to a local path
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+GIB = 1 << 30
+
+# GPUs as torch reports them; get_batch_defaults only looks at the memory tier (>= 160 GiB,
+# >= 70 GiB), "a100" in the name, and compute capability 12.1 (GB10).
+DEVICE_CLASSES: dict[str, dict[str, Any]] = {
+    "h100": {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 80, "capability": [9, 0]},
+    "h200": {"name": "NVIDIA H200", "memory_gib": 141, "capability": [9, 0]},
+    "b200": {"name": "NVIDIA B200", "memory_gib": 180, "capability": [10, 0]},
+    "a100-80gb": {"name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80, "capability": [8, 0]},
+    "a100-40gb": {"name": "NVIDIA A100-SXM4-40GB", "memory_gib": 40, "capability": [8, 0]},
+    "l40s": {"name": "NVIDIA L40S", "memory_gib": 48, "capability": [8, 9]},
+    "l4": {"name": "NVIDIA L4", "memory_gib": 24, "capability": [8, 9]},
+    "gb10": {"name": "NVIDIA GB10", "memory_gib": 120, "capability": [12, 1]},
+}
+
+
+class ProbeError(Exception):
+    """The probe itself cannot answer this case (as opposed to vLLM refusing it)."""
+
+
+# ---- platform: must be installed before anything imports vllm.platforms.current_platform ----
+
+import vllm.platforms  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum  # noqa: E402
+
+
+class ProbeCudaPlatform(Platform):
+    """A CUDA platform that reports the device of the case being probed.
+
+    vLLM's own CudaPlatform cannot be imported without the NVIDIA driver (libcuda.so.1); the
+    scheduler defaults only ask the platform for memory, name and capability, which this
+    answers from the case. vLLM's CLI swaps current_platform the same way for `vllm bench`.
+    """
+
+    _enum = PlatformEnum.CUDA
+    device_name = "cuda"
+    device_type = "cuda"
+    dispatch_key = "CUDA"
+    device: dict[str, Any] = DEVICE_CLASSES["h100"]
+
+    @classmethod
+    def get_device_capability(cls, device_id: int = 0) -> DeviceCapability | None:
+        capability = cls.device.get("capability")
+        if capability is None:  # unknown: vLLM's is_device_capability() is then False
+            return None
+        major, minor = capability
+        return DeviceCapability(major=major, minor=minor)
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return str(cls.device["name"])
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return int(float(cls.device["memory_gib"]) * GIB)
+
+
+vllm.platforms.current_platform = ProbeCudaPlatform()
+
+import vllm  # noqa: E402
+from vllm.config import CacheConfig, SchedulerConfig  # noqa: E402
+from vllm.engine.arg_utils import AsyncEngineArgs, EngineArgs  # noqa: E402
+from vllm.entrypoints.cli.serve import ServeSubcommand  # noqa: E402
+from vllm.usage.usage_lib import UsageContext  # noqa: E402
+from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
+from vllm.utils.torch_utils import resolve_kv_cache_dtype_string  # noqa: E402
+
+
+@dataclass
+class ModelFacts:
+    """The ModelConfig attributes the scheduler part of create_engine_config reads.
+
+    A decoder-only text generation model (Llama, Qwen, Mistral, ...): vLLM enables chunked
+    prefill and prefix caching for it by default (ModelConfig.is_chunked_prefill_supported /
+    is_prefix_caching_supported), and it is neither multimodal nor encoder-decoder.
+    """
+
+    model: str
+    max_model_len: int
+    runner_type: str = "generate"
+    is_chunked_prefill_supported: bool = True
+    is_prefix_caching_supported: bool = True
+    is_multimodal_model: bool = False
+    is_mm_prefix_lm: bool = False
+    is_encoder_decoder: bool = False
+    is_attention_free: bool = False
+    hf_config: Any = None  # no quantization_config: kv_cache_dtype "auto" stays "auto"
+
+
+@dataclass
+class ParallelFacts:
+    use_batched_dp_moe: bool = False  # only MoE models with batched data parallel
+
+
+def scheduler_kwargs(ea: EngineArgs, model: ModelFacts) -> dict[str, Any]:
+    """SchedulerConfig's arguments as EngineArgs.create_engine_config passes them."""
+    return {
+        "runner_type": model.runner_type,
+        "max_num_batched_tokens": ea.max_num_batched_tokens,
+        "max_num_scheduled_tokens": ea.max_num_scheduled_tokens,
+        "max_num_seqs": ea.max_num_seqs,
+        "max_num_active_seqs": ea.max_num_active_seqs,
+        "max_num_queued_reqs": ea.max_num_queued_reqs,
+        "max_num_queued_tokens": ea.max_num_queued_tokens,
+        "max_model_len": model.max_model_len,
+        "enable_chunked_prefill": ea.enable_chunked_prefill,
+        "disable_chunked_mm_input": ea.disable_chunked_mm_input,
+        "is_multimodal_model": model.is_multimodal_model,
+        "is_encoder_decoder": model.is_encoder_decoder,
+        "policy": ea.scheduling_policy,
+        "scheduler_cls": ea.scheduler_cls,
+        "long_prefill_token_threshold": ea.long_prefill_token_threshold,
+        "long_prefill_token_threshold_adaptive": ea.long_prefill_token_threshold_adaptive,
+        "scheduler_reserve_full_isl": ea.scheduler_reserve_full_isl,
+        "watermark": ea.watermark,
+        "prefill_schedule_interval": ea.prefill_schedule_interval,
+        "disable_hybrid_kv_cache_manager": ea.disable_hybrid_kv_cache_manager,
+        "async_scheduling": ea.async_scheduling,
+        "stream_interval": ea.stream_interval,
+    }
+
+
+def cache_kwargs(ea: EngineArgs, model: ModelFacts) -> dict[str, Any]:
+    """CacheConfig's arguments that the rendered flags can reach, as create_engine_config
+    passes them. The rest (mamba, offloading, ...) keep CacheConfig's defaults, which equal
+    EngineArgs' defaults for a plain model."""
+    return {
+        "block_size": ea.block_size,
+        "gpu_memory_utilization": ea.gpu_memory_utilization,
+        "kv_cache_memory_bytes": ea.kv_cache_memory_bytes,
+        "cache_dtype": resolve_kv_cache_dtype_string(ea.kv_cache_dtype, model),
+        "is_attention_free": model.is_attention_free,
+        "num_gpu_blocks_override": ea.num_gpu_blocks_override,
+        "sliding_window": None,  # full attention
+        "enable_prefix_caching": ea.enable_prefix_caching,
+        "prefix_caching_hash_algo": ea.prefix_caching_hash_algo,
+    }
+
+
+def _call_keywords(func: Any, callee: str) -> set[str]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == callee
+    ]
+    if len(calls) != 1:
+        raise ProbeError(
+            f"expected one {callee}(...) call in {func.__qualname__}, found {len(calls)}"
+        )
+    return {kw.arg for kw in calls[0].keywords if kw.arg is not None}
+
+
+def check_construction_matches_vllm() -> None:
+    """The probe builds both configs with the keywords vLLM's create_engine_config uses, and
+    vLLM's argument code sees the probe's platform (not one resolved before it was installed)."""
+    import vllm.engine.arg_utils as arg_utils
+
+    if not isinstance(arg_utils.current_platform, ProbeCudaPlatform):
+        raise ProbeError(f"arg_utils uses {arg_utils.current_platform!r}, not the probe's")
+    model = ModelFacts(model="m", max_model_len=1)
+    ea = EngineArgs()
+    ours = set(scheduler_kwargs(ea, model))
+    theirs = _call_keywords(EngineArgs.create_engine_config, "SchedulerConfig")
+    if ours != theirs:
+        raise ProbeError(
+            "SchedulerConfig keywords differ from EngineArgs.create_engine_config: "
+            f"missing {sorted(theirs - ours)}, extra {sorted(ours - theirs)}"
+        )
+    ours = set(cache_kwargs(ea, model))
+    theirs = _call_keywords(EngineArgs.create_engine_config, "CacheConfig")
+    if not ours <= theirs:
+        raise ProbeError(f"CacheConfig keywords vLLM does not pass: {sorted(ours - theirs)}")
+
+
+def build_serve_parser() -> tuple[argparse.ArgumentParser, ServeSubcommand]:
+    """The top-level `vllm` parser with the `serve` subcommand, as vllm/entrypoints/cli/main.py
+    builds it (the other subcommands cannot change how `serve` parses)."""
+    parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+    subparsers = parser.add_subparsers(required=False, dest="subparser")
+    serve = ServeSubcommand()
+    serve.subparser_init(subparsers).set_defaults(dispatch_function=serve.cmd)
+    return parser, serve
+
+
+CLI_FIELDS = (
+    "model",
+    "served_model_name",
+    "port",
+    "max_num_seqs",
+    "max_num_active_seqs",
+    "max_num_batched_tokens",
+    "max_num_queued_reqs",
+    "max_num_queued_tokens",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "scheduling_policy",
+    "long_prefill_token_threshold",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "disable_log_stats",
+)
+SCHEDULER_FIELDS = (
+    "max_num_seqs",
+    "max_num_active_seqs",
+    "max_num_batched_tokens",
+    "max_num_scheduled_tokens",
+    "max_num_queued_reqs",
+    "max_num_queued_tokens",
+    "enable_chunked_prefill",
+    "policy",
+    "long_prefill_token_threshold",
+)
+CACHE_FIELDS = ("gpu_memory_utilization", "cache_dtype", "enable_prefix_caching", "block_size")
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _pick(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: _jsonable(getattr(obj, name)) for name in names}
+
+
+def _device(spec: Any) -> dict[str, Any]:
+    if isinstance(spec, str):
+        if spec not in DEVICE_CLASSES:
+            raise ProbeError(f"unknown device class {spec!r}; known: {sorted(DEVICE_CLASSES)}")
+        return DEVICE_CLASSES[spec]
+    if isinstance(spec, dict) and {"name", "memory_gib"} <= spec.keys():
+        return spec
+    raise ProbeError(f"device must be a class name or {{name, memory_gib[, capability]}}: {spec!r}")
+
+
+def _message(exc: ValueError) -> str:
+    """A pydantic ValidationError as `Model: msg; msg`, without its input dump and URL."""
+    if isinstance(exc, ValidationError):
+        return f"{exc.title}: " + "; ".join(str(err["msg"]) for err in exc.errors())
+    return str(exc)
+
+
+def _refused(stage: str, error: str, parsed: dict[str, Any]) -> dict[str, Any]:
+    return {"accepted": False, "stage": stage, "error": error, "parsed": parsed}
+
+
+def probe(case: dict[str, Any]) -> dict[str, Any]:
+    argv = case["argv"]
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ProbeError(f"argv must be a list of strings: {argv!r}")
+    ProbeCudaPlatform.device = _device(case.get("device", "h100"))
+    parsed: dict[str, Any] = {}
+
+    parser, serve = build_serve_parser()
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(["serve", *argv])
+    except SystemExit:
+        lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
+        return _refused("parse", lines[-1] if lines else "argparse exited", parsed)
+    except ValueError as exc:  # FlexibleArgumentParser's own argv checks
+        return _refused("parse", str(exc), parsed)
+    try:
+        serve.validate(args)
+    except (ValueError, TypeError, KeyError) as exc:
+        return _refused("validate", str(exc), parsed)
+
+    # ServeSubcommand.cmd: "If model is specified in CLI (as positional arg), it takes precedence"
+    if args.model_tag is not None:
+        args.model = args.model_tag
+    parsed["cli"] = _pick(args, CLI_FIELDS)
+    engine_args = AsyncEngineArgs.from_cli_args(args)
+
+    max_model_len = engine_args.max_model_len
+    if max_model_len is None:
+        if not isinstance(case.get("model_max_len"), int):
+            raise ProbeError("no --max-model-len in argv: the case must give model_max_len")
+        max_model_len = case["model_max_len"]
+    elif max_model_len < 1:
+        raise ProbeError("--max-model-len auto/-1 is resolved from KV memory at engine start")
+    model = ModelFacts(model=engine_args.model, max_model_len=max_model_len)
+
+    try:
+        engine_args._set_default_chunked_prefill_and_prefix_caching_args(model)  # type: ignore[arg-type]
+        engine_args._set_default_max_num_seqs_and_batched_tokens_args(
+            UsageContext.OPENAI_API_SERVER,
+            model,  # type: ignore[arg-type]
+            ParallelFacts(),  # type: ignore[arg-type]
+        )
+        scheduler = SchedulerConfig(**scheduler_kwargs(engine_args, model))
+        parsed["scheduler"] = _pick(scheduler, SCHEDULER_FIELDS)
+        cache = CacheConfig(**cache_kwargs(engine_args, model))
+        parsed["cache"] = _pick(cache, CACHE_FIELDS)
+    except ValueError as exc:  # includes pydantic.ValidationError
+        return _refused("config", _message(exc), parsed)
+    return {"accepted": True, "stage": None, "error": None, "parsed": parsed}
+
+
+def main() -> int:
+    cases = json.load(sys.stdin)
+    if not isinstance(cases, list):
+        raise ProbeError("stdin must be a JSON list of cases")
+    check_construction_matches_vllm()
+    results = [probe(case) for case in cases]
+    json.dump({"vllm": vllm.__version__, "results": results}, _ANSWER, indent=1)
+    _ANSWER.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception:  # the probe is broken, not the argv: say so loudly
+        import traceback
+
+        traceback.print_exc()
+        sys.exit(2)
