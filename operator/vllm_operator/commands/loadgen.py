@@ -1,0 +1,160 @@
+"""`vllm-operator loadgen`: open-loop load against local twins, with client-side figures."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+from pathlib import Path
+
+from vllm_operator.cli import UsageError
+from vllm_operator.sim.loadgen.backoff import RetryPolicy
+from vllm_operator.sim.loadgen.report import Slo, render_table, report_to_dict, summarize_outcomes
+from vllm_operator.sim.loadgen.runner import LoadSpec, run_load
+from vllm_operator.sim.loadgen.targets import check_target
+from vllm_operator.sim.loadgen.trace import (
+    Arrival,
+    bounded,
+    poisson,
+    read_trace,
+    replay,
+    resolve_trace,
+)
+from vllm_operator.sim.loadgen.units import parse_duration
+
+NAME = "loadgen"
+HELP = "Send open-loop /v1/completions load to local (loopback) twins and report latency figures."
+
+# `--trace conv|code` is looked up here after $VLLM_OPERATOR_TRACES_DIR
+PACKAGED_TRACES = Path(__file__).resolve().parents[1] / "sim" / "traces"
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="base URL of a twin, e.g. http://127.0.0.1:8000 (repeat for round-robin); "
+        "loopback hosts only",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="conv|code|FILE",
+        help="Azure LLM trace 2023 (conv, code) or a CSV with the same columns",
+    )
+    p.add_argument(
+        "--rate-multiplier",
+        type=float,
+        default=1.0,
+        help="replay the trace this many times faster (default 1)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        help="Poisson arrivals at this many requests/s; lengths from --trace if given",
+    )
+    p.add_argument(
+        "--prompt-tokens", type=int, default=256, help="prompt length without --trace (default 256)"
+    )
+    p.add_argument(
+        "--max-tokens", type=int, default=64, help="max_tokens without --trace (default 64)"
+    )
+    p.add_argument(
+        "--duration",
+        type=_duration,
+        required=True,
+        help="schedule requests for this long, e.g. 60s",
+    )
+    p.add_argument("--max-requests", type=int, help="schedule at most this many requests")
+    p.add_argument(
+        "--stream", action="store_true", help="stream answers (needed for TTFT, ITL and goodput)"
+    )
+    p.add_argument(
+        "--retry-503",
+        action="store_true",
+        help="retry 503 answers on the next target with jittered backoff",
+    )
+    p.add_argument(
+        "--retry-deadline",
+        type=_duration,
+        default=30.0,
+        help="no retry starts later than this after the first attempt (default 30s)",
+    )
+    p.add_argument("--backoff-base", type=_duration, default=0.5, help="default 0.5s")
+    p.add_argument("--backoff-max", type=_duration, default=8.0, help="default 8s")
+    p.add_argument(
+        "--request-timeout", type=_duration, default=60.0, help="per attempt (default 60s)"
+    )
+    p.add_argument("--slo-ttft", type=_duration, default=0.5, help="goodput SLO (default 500ms)")
+    p.add_argument("--slo-tpot", type=_duration, default=0.06, help="goodput SLO (default 60ms)")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="the twins' --time-scale: times are given and reported in twin seconds",
+    )
+    p.add_argument("--model", help="model field of each request (default: omitted)")
+    p.add_argument("--seed", type=int, default=0, help="seed for Poisson arrivals and jitter")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def build_schedule(args: argparse.Namespace) -> list[Arrival]:
+    """The whole run's arrivals from the command line; UsageError for a bad combination."""
+    if args.trace is None and args.rate is None:
+        raise UsageError("one of --trace or --rate is required")
+    if args.max_requests is not None and args.max_requests < 1:
+        raise UsageError("--max-requests must be >= 1")
+    try:
+        if args.trace is not None:
+            rows = read_trace(resolve_trace(args.trace, [PACKAGED_TRACES]))
+            if args.rate is None:
+                return bounded(replay(rows, args.rate_multiplier), args.duration, args.max_requests)
+            lengths = [(r.prompt_tokens, r.output_tokens) for r in rows]
+        else:
+            if args.prompt_tokens < 1 or args.max_tokens < 1:
+                raise UsageError("--prompt-tokens and --max-tokens must be >= 1")
+            lengths = [(args.prompt_tokens, args.max_tokens)]
+        arrivals = poisson(args.rate, lengths, random.Random(args.seed))
+        return bounded(arrivals, args.duration, args.max_requests)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        targets = tuple(check_target(t) for t in args.target)
+        retry = (
+            RetryPolicy(args.retry_deadline, args.backoff_base, args.backoff_max)
+            if args.retry_503
+            else None
+        )
+        spec = LoadSpec(
+            targets=targets,
+            arrivals=tuple(build_schedule(args)),
+            stream=args.stream,
+            retry=retry,
+            model=args.model,
+            time_scale=args.time_scale,
+            request_timeout=args.request_timeout,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    outcomes = asyncio.run(run_load(spec))
+    report = summarize_outcomes(outcomes, Slo(ttft=args.slo_ttft, tpot=args.slo_tpot))
+    if args.json:
+        json.dump(report_to_dict(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render_table(report))
+    return 0

@@ -1,0 +1,275 @@
+"""`vllm-operator simulate`: replay a workload on N simulated vLLM replicas in virtual time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from vllm_operator.api.durations import parse_duration
+from vllm_operator.cli import UsageError
+from vllm_operator.sim import runner as sim_runner
+from vllm_operator.sim import workload as wl
+from vllm_operator.sim.argv import human_readable_int
+from vllm_operator.sim.balancer import BALANCERS
+from vllm_operator.sim.catalog import Catalog, load_catalog
+from vllm_operator.sim.engine import EngineConfig, SimRequest, resolve_config
+from vllm_operator.sim.engine.profiles import ProfileError
+from vllm_operator.sim.fleet import Fleet
+from vllm_operator.sim.records import write_records
+from vllm_operator.sim.report import Slo, format_table
+from vllm_operator.sim.runner import RunRecord, RunResult
+
+NAME = "simulate"
+HELP = "Simulate vLLM 0.33 replicas under a trace or synthetic load, in virtual time."
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _engine_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("vLLM flags (omitted = vLLM's default for the GPU)")
+    g.add_argument("--max-num-seqs", type=int)
+    g.add_argument("--max-num-active-seqs", type=int)
+    g.add_argument("--max-num-batched-tokens", type=human_readable_int)
+    g.add_argument("--max-num-queued-reqs", type=int)
+    g.add_argument("--max-num-queued-tokens", type=human_readable_int)
+    g.add_argument("--max-model-len", type=human_readable_int)
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
+    g.add_argument("--long-prefill-token-threshold", type=int, default=0)
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    g.add_argument("--kv-cache-dtype", default="auto")
+    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--watermark", type=float, default=0.0)
+    g.add_argument(
+        "--performance-mode",
+        choices=("balanced", "interactivity", "throughput"),
+        default="balanced",
+    )
+    for flag, negative in (
+        ("enable-chunked-prefill", "disable-chunked-prefill"),
+        ("enable-prefix-caching", "disable-prefix-caching"),
+        ("async-scheduling", "no-async-scheduling"),
+        ("scheduler-reserve-full-isl", "no-scheduler-reserve-full-isl"),
+    ):
+        dest = flag.replace("-", "_")
+        g.add_argument(f"--{flag}", dest=dest, action="store_const", const=True)
+        g.add_argument(f"--{negative}", dest=dest, action="store_const", const=False)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", default="H100-80GB", help="GPU profile (default H100-80GB)")
+    p.add_argument("--model", default="Llama-3.1-8B", help="model profile or Hugging Face id")
+    p.add_argument("--profiles", metavar="FILE", help="YAML overriding or adding profiles")
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--balancer", choices=tuple(BALANCERS), default="round_robin")
+    p.add_argument("--seed", type=int, default=0)
+    w = p.add_argument_group("workload (one of --trace, --poisson, --ramp; default --trace conv)")
+    src = w.add_mutually_exclusive_group()
+    src.add_argument("--trace", metavar="conv|code|FILE", help="Azure LLM trace 2023 or a CSV")
+    src.add_argument("--poisson", type=float, metavar="RATE", help="Poisson arrivals, req/s")
+    src.add_argument("--ramp", metavar="FROM:TO", help="rate rising linearly, req/s")
+    w.add_argument("--rate-multiplier", type=float, default=1.0, help="trace speed-up")
+    w.add_argument("--trace-start", type=_seconds, default=0.0, help="offset into the trace")
+    w.add_argument("--loop", action="store_true", help="repeat the trace to fill --duration")
+    w.add_argument("--duration", type=_seconds, help="virtual seconds of arrivals, e.g. 600s")
+    w.add_argument("--prompt-mean", type=float, default=1024, help="synthetic prompt tokens")
+    w.add_argument("--output-mean", type=float, default=256, help="synthetic output tokens")
+    w.add_argument(
+        "--length-dist", choices=("fixed", "exponential", "lognormal"), default="exponential"
+    )
+    _engine_flags(p)
+    o = p.add_argument_group("output")
+    o.add_argument("--slo-ttft", type=_seconds, help="goodput SLO on TTFT, e.g. 500ms")
+    o.add_argument("--slo-itl", type=_seconds, help="goodput SLO on per-request ITL p95")
+    o.add_argument("--json", action="store_true", help="print figures as JSON")
+    o.add_argument("--records", metavar="FILE", help="per-request records (.csv or .jsonl)")
+    o.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _engine_config(args: argparse.Namespace) -> EngineConfig:
+    # flags that map one to one onto EngineConfig fields of the same name
+    names = (
+        "max_num_seqs",
+        "max_num_active_seqs",
+        "max_num_batched_tokens",
+        "max_num_queued_reqs",
+        "max_num_queued_tokens",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "scheduling_policy",
+        "long_prefill_token_threshold",
+        "tensor_parallel_size",
+        "kv_cache_dtype",
+        "block_size",
+        "watermark",
+        "performance_mode",
+        "enable_chunked_prefill",
+        "enable_prefix_caching",
+        "async_scheduling",
+    )
+    values = {name: getattr(args, name) for name in names}
+    if args.scheduler_reserve_full_isl is not None:
+        values["scheduler_reserve_full_isl"] = args.scheduler_reserve_full_isl
+    return EngineConfig(**values)
+
+
+def _positive(flag: str, value: float | None, *, allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero) or math.isnan(value)):
+        raise UsageError(f"{flag} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _ramp(text: str) -> tuple[float, float]:
+    try:
+        start, end = (float(part) for part in text.split(":"))
+    except ValueError:
+        raise UsageError(f"--ramp must be FROM:TO in req/s, got {text!r}") from None
+    _positive("--ramp", start, allow_zero=True)
+    _positive("--ramp", end, allow_zero=True)
+    return start, end
+
+
+def _workload(args: argparse.Namespace) -> tuple[list[SimRequest], float, str]:
+    _positive("--rate-multiplier", args.rate_multiplier)
+    _positive("--duration", args.duration)
+    _positive("--trace-start", args.trace_start, allow_zero=True)
+    _positive("--prompt-mean", args.prompt_mean)
+    _positive("--output-mean", args.output_mean)
+    synthetic = args.poisson is not None or args.ramp is not None
+    if synthetic:
+        if args.duration is None:
+            raise UsageError("--duration is required with --poisson and --ramp")
+        prompt = wl.LengthDist(args.length_dist, args.prompt_mean)
+        output = wl.LengthDist(args.length_dist, args.output_mean)
+        if args.poisson is not None:
+            _positive("--poisson", args.poisson)
+            reqs = wl.poisson(args.poisson, args.duration, prompt, output, args.seed)
+            return reqs, args.duration, f"poisson {args.poisson} req/s"
+        start, end = _ramp(args.ramp)
+        reqs = wl.ramp(start, end, args.duration, prompt, output, args.seed)
+        return reqs, args.duration, f"ramp {start}->{end} req/s"
+    trace = args.trace or "conv"
+    try:
+        reqs = wl.azure_trace(
+            trace,
+            rate_multiplier=args.rate_multiplier,
+            start=args.trace_start,
+            duration=args.duration,
+            loop=args.loop,
+        )
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--trace {trace}: {exc}") from None
+    until = args.duration if args.duration is not None else (reqs[-1].arrival if reqs else 0.0)
+    return reqs, until, f"trace {trace} x{args.rate_multiplier}"
+
+
+def _profiles(args: argparse.Namespace) -> Catalog:
+    try:
+        return load_catalog(args.profiles)
+    except ProfileError as exc:
+        raise UsageError(f"--profiles: {exc}") from None
+
+
+def _write_records(path: str, records: Sequence[RunRecord]) -> None:
+    try:
+        write_records(Path(path), records)
+    except OSError as exc:
+        raise UsageError(f"--records {path}: {exc.strerror}") from None
+
+
+def _progress(quiet: bool) -> Callable[[float], None] | None:
+    if quiet:
+        return None
+    started = time.perf_counter()
+
+    def report(now: float) -> None:
+        elapsed = time.perf_counter() - started
+        if elapsed > 2.0:  # only long runs get a progress line
+            print(f"simulate: t={now:.0f}s virtual, {elapsed:.1f}s wall", file=sys.stderr)
+
+    return report
+
+
+def simulate(args: argparse.Namespace) -> tuple[RunResult, dict[str, Any]]:
+    catalog = _profiles(args)
+    try:
+        gpu = catalog.gpu(args.gpu)
+    except KeyError as exc:
+        raise UsageError(f"--gpu: {exc.args[0]}") from None
+    try:
+        model = catalog.model(args.model)
+    except KeyError as exc:
+        raise UsageError(f"--model: {exc.args[0]}") from None
+    if args.replicas < 1:
+        raise UsageError(f"--replicas must be >= 1, got {args.replicas}")
+    if (args.slo_ttft is None) != (args.slo_itl is None):
+        raise UsageError("--slo-ttft and --slo-itl go together")
+    cfg = _engine_config(args)
+    try:
+        resolved = resolve_config(cfg, gpu, model, catalog.coefficients)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    reqs, until, label = _workload(args)
+    fleet = Fleet(
+        cfg,
+        gpu,
+        model,
+        args.replicas,
+        balancer=args.balancer,
+        seed=args.seed,
+        coeffs=catalog.coefficients,
+    )
+    slo = Slo(args.slo_ttft, args.slo_itl) if args.slo_ttft is not None else None
+    started = time.perf_counter()
+    result = sim_runner.run(reqs, fleet, until, slo=slo, progress=_progress(args.quiet))
+    meta = {
+        "gpu": gpu.name,
+        "model": model.name,
+        "replicas": args.replicas,
+        "balancer": args.balancer,
+        "workload": label,
+        "until": until,
+        "seed": args.seed,
+        "wall_seconds": round(time.perf_counter() - started, 3),
+        "engine": {k: v for k, v in asdict(resolved).items() if k not in ("gpu", "model")},
+    }
+    return result, meta
+
+
+def run(args: argparse.Namespace) -> int:
+    result, meta = simulate(args)
+    if args.records:
+        _write_records(args.records, result.records)
+    if args.json:
+        print(json.dumps({**meta, "figures": result.figures.as_dict()}, indent=2))
+        return 0
+    engine = meta["engine"]
+    print(
+        f"{meta['replicas']} x {meta['gpu']} / {meta['model']}, {meta['workload']}, "
+        f"{meta['until']:.0f}s, balancer {meta['balancer']}"
+    )
+    print(
+        f"engine: max_num_seqs {engine['max_num_seqs']}, max_num_active_seqs "
+        f"{engine['max_num_active_seqs']}, max_num_batched_tokens "
+        f"{engine['max_num_batched_tokens']}, KV {engine['num_gpu_blocks']} blocks "
+        f"({engine['num_gpu_blocks'] * engine['block_size']} tokens), max_model_len "
+        f"{engine['max_model_len']}"
+    )
+    print(format_table(result.figures))
+    print(f"simulated in {meta['wall_seconds']:.1f}s wall, {result.steps} engine steps")
+    return 0

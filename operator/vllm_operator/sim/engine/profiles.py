@@ -1,0 +1,142 @@
+"""GPU and model profiles, and the fitted step-time coefficients, as plain data.
+
+The values live in YAML (`sim/profiles/*.yaml`, loaded by `sim.catalog`); this module only
+defines the shapes and turns a parsed mapping into a validated profile, so the engine stays free
+of I/O. Sources for every number are in simulator-calibration.md §2 and the YAML comments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """One accelerator, as vLLM and the roofline model see it."""
+
+    name: str  # catalog name, e.g. "H100-80GB"
+    device_name: str  # what torch reports; vLLM's default table looks for "a100" in it
+    memory_gib: float  # total device memory as torch reports it (vLLM's >= 70 / >= 160 GiB tiers)
+    bandwidth_tbps: float  # HBM/GDDR bandwidth, TB/s
+    tflops: float  # dense BF16/FP16 tensor TFLOPS
+    mfu_prefill: float  # achieved fraction of peak in prefill (BLIS roofline mode)
+    mfu_decode: float  # achieved fraction of peak in decode
+    interconnect_gbps: float  # per-GPU all-reduce bandwidth (NVLink / xGMI / PCIe), GB/s
+    allreduce_latency_us: float  # fixed cost of one all-reduce (estimate, see gpus.yaml)
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * GIB)
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A dense decoder-only transformer with full attention (the scheduler reference's scope)."""
+
+    name: str
+    params: float  # total parameters
+    params_nonemb: float  # parameters multiplied per token (input embedding lookup excluded)
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    dtype_bytes: int  # weight dtype (2 for BF16)
+    weight_bytes: int
+    kv_bytes_per_token: int  # at the model dtype, all layers, K and V
+    max_model_len: int  # vLLM's derived maximum (max_position_embeddings)
+    activation_gib: float  # vLLM's profiled activation peak (llm-d-planner constants)
+    aliases: tuple[str, ...] = ()  # HF ids that mean this profile
+
+    def kv_bytes_per_token_at(self, kv_dtype_bytes: int) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """Fitted corrections to the roofline (calibration §2.3, BLIS trained-physics defaults)."""
+
+    t0: float = 126e-6  # s per step
+    c_layer: float = 32.1e-6  # s per layer per step
+    c_req: float = 4.42e-6  # s per scheduled request per step
+    eta_w: float = 1 / 1.3625  # weight-streaming bandwidth fraction
+    eta_kv: float = 1 / 1.947  # KV-read bandwidth fraction
+    tp_comm: float = 0.752  # all-reduce correction (BLIS beta4)
+    api_overhead: float = 15.6e-3  # alpha0: HTTP parse/validate/enqueue, delays engine arrival
+    finish_overhead: float = 0.78e-3  # alpha1: post-decode finish processing, added to E2E
+    output_delay: float = 45.9e-6  # alpha2: per streamed output (detokenise, send)
+    nontorch_gib_tp1: float = 0.27  # non-torch memory at TP=1 (llm-d-planner)
+    nontorch_gib_tp: float = 2.1  # ... at TP>1 (NCCL buffers)
+    step_noise: float = 0.0  # relative std of step-time noise; 0 = deterministic model
+
+
+class ProfileError(ValueError):
+    """A profile mapping is malformed; the message names the entry and the field."""
+
+
+def _build(cls: type[Any], name: str, raw: Mapping[str, Any], kind: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ProfileError(f"{kind} {name!r}: expected a mapping, got {type(raw).__name__}")
+    known = {f.name for f in fields(cls)} - {"name"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ProfileError(f"{kind} {name!r}: unknown field(s) {', '.join(unknown)}")
+    values: dict[str, Any] = {"name": name}
+    for f in fields(cls):
+        if f.name == "name":
+            continue
+        if f.name not in raw:
+            if f.default is not MISSING or f.default_factory is not MISSING:
+                continue
+            raise ProfileError(f"{kind} {name!r}: missing field {f.name}")
+        values[f.name] = raw[f.name]
+    return cls(**values)
+
+
+def _positive(kind: str, name: str, obj: object, names: tuple[str, ...]) -> None:
+    for field_name in names:
+        value = getattr(obj, field_name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ProfileError(f"{kind} {name!r}: {field_name} must be a positive number")
+
+
+def gpu_from_mapping(name: str, raw: Mapping[str, Any]) -> GpuProfile:
+    gpu: GpuProfile = _build(GpuProfile, name, raw, "gpu")
+    _positive(
+        "gpu",
+        name,
+        gpu,
+        ("memory_gib", "bandwidth_tbps", "tflops", "mfu_prefill", "mfu_decode"),
+    )
+    _positive("gpu", name, gpu, ("interconnect_gbps", "allreduce_latency_us"))
+    if gpu.mfu_prefill > 1 or gpu.mfu_decode > 1:
+        raise ProfileError(f"gpu {name!r}: mfu values are fractions of peak (<= 1)")
+    return gpu
+
+
+def model_from_mapping(name: str, raw: Mapping[str, Any]) -> ModelProfile:
+    data = dict(raw)
+    data["aliases"] = tuple(data.get("aliases", ()))
+    model: ModelProfile = _build(ModelProfile, name, data, "model")
+    _positive(
+        "model",
+        name,
+        model,
+        ("params", "params_nonemb", "layers", "hidden", "heads", "kv_heads", "head_dim"),
+    )
+    _positive(
+        "model", name, model, ("dtype_bytes", "weight_bytes", "max_model_len", "activation_gib")
+    )
+    derived = model.kv_bytes_per_token_at(model.dtype_bytes)
+    # the YAML states kv_bytes_per_token for readers; a typo in either place must not pass
+    if model.kv_bytes_per_token != derived:
+        raise ProfileError(
+            f"model {name!r}: kv_bytes_per_token {model.kv_bytes_per_token} does not match "
+            f"2*layers*kv_heads*head_dim*dtype_bytes = {derived}"
+        )
+    return model

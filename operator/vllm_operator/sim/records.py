@@ -1,0 +1,53 @@
+"""Per-request records of a run as CSV or JSON Lines (`vllm-operator simulate --records`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vllm_operator.sim.runner import RunRecord
+
+
+def record_row(rec: RunRecord) -> dict[str, Any]:
+    """One flat row: the request, its outcome, and its latencies when it completed."""
+    row: dict[str, Any] = {
+        "request_id": rec.request_id,
+        "replica": rec.replica,
+        "outcome": rec.outcome,
+        "reject_reason": rec.reject_reason,
+        "arrival": rec.arrival,
+        "prompt_tokens": rec.prompt_tokens,
+        "max_tokens": rec.max_tokens,
+    }
+    r = rec.record
+    if r is not None:
+        gaps = r.itls
+        row.update(
+            index=r.index,
+            output_tokens=r.output_tokens,
+            ttft=r.ttft,
+            e2e=r.e2e,
+            queue_time=r.queue_time,
+            prefill_time=r.prefill_time,
+            decode_time=r.decode_time,
+            itl_max=max(gaps) if gaps else None,
+            preemptions=r.preemptions,
+            cached_tokens=r.cached_tokens,
+        )
+    return row
+
+
+def write_records(path: Path, records: Sequence[RunRecord]) -> None:
+    """CSV when the name ends in .csv, JSON Lines otherwise."""
+    rows = [record_row(r) for r in records]
+    with path.open("w", encoding="utf-8", newline="") as f:
+        if path.suffix == ".csv":
+            fields = list(dict.fromkeys(k for row in rows for k in row))
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+        else:
+            f.writelines(json.dumps(row) + "\n" for row in rows)

@@ -1,0 +1,72 @@
+"""`vllm-operator simulate`: output formats and one-line errors naming the flag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm_operator.cli import main
+
+
+def test_json_figures_for_a_small_poisson_run(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "simulate",
+            "--poisson", "4", "--duration", "20s", "--replicas", "2",
+            "--max-num-seqs", "64", "--max-model-len", "8k",
+            "--slo-ttft", "500ms", "--slo-itl", "60ms", "--json", "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"]["max_num_seqs"] == 64
+    assert out["engine"]["max_model_len"] == 8000  # human-readable: lower case is decimal
+    assert out["engine"]["max_num_batched_tokens"] == 8192  # H100 default
+    figures = out["figures"]
+    assert figures["offered"] == figures["completed"] > 50
+    assert figures["slo"] == {"ttft": 0.5, "itl": 0.06}
+    assert 0 < figures["ttft"]["p50"] < figures["ttft"]["p99"]
+
+
+def test_table_and_records_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = tmp_path / "records.jsonl"
+    code = main(
+        [
+            "simulate", "--trace", "code", "--duration", "30", "--max-model-len", "16384",
+            "--records", str(records), "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "TTFT p50/p95/p99" in table and "trace code x1.0" in table
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert rows and all(row["outcome"] == "ok" for row in rows)
+    assert {"ttft", "e2e", "queue_time", "replica"} <= set(rows[0])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gpu", "V100"], "--gpu: unknown GPU 'V100'; known: H100-80GB, H200-141GB"),
+        (["--model", "gpt-5"], "--model: unknown model 'gpt-5'; known: Llama-3.1-8B"),
+        (["--poisson", "-2", "--duration", "5"], "--poisson must be > 0, got -2.0"),
+        (["--rate-multiplier", "0"], "--rate-multiplier must be > 0, got 0.0"),
+        (["--poisson", "1"], "--duration is required with --poisson and --ramp"),
+        (["--slo-ttft", "1s"], "--slo-ttft and --slo-itl go together"),
+        (["--ramp", "1-2", "--duration", "5"], "--ramp must be FROM:TO in req/s, got '1-2'"),
+        (
+            ["--max-num-seqs", "16", "--max-num-active-seqs", "32"],
+            "max_num_active_seqs (32) cannot be greater than max_num_seqs (16).",
+        ),
+        (["--gpu", "L4"], "To serve at least one request with the model's max seq len (131072)"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_problem(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "--quiet", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vllm-operator simulate: error: {message}")
+    assert err.count("\n") == 1
