@@ -40,6 +40,7 @@ options:
   kubeAdmission: true
   kubeAuthorization: true
   disableQPSLimits: true
+  kubeAuditPolicy: $ROOT/e2e/audit-policy.yaml
 YAML
 }
 
@@ -157,6 +158,7 @@ cmd_env() {
   echo "export VLLMOP_PROMETHEUS_URL=http://127.0.0.1:$PROM_PORT"
   echo "export VLLMOP_PROMETHEUS_TARGETS=$STATE/prometheus/targets"
   echo "export VLLMOP_TOOLCHAIN_BIN=$bin"
+  echo "export VLLMOP_AUDIT_LOG=$KWOK_WORKDIR/clusters/$NAME/logs/audit.log"
 }
 
 case "${1:-}" in

@@ -1,0 +1,82 @@
+"""A loopback load balancer for one VLLMService: least-outstanding over its ready twins.
+
+It plays the Service's part (kwok has no kube-proxy). A 503 from a twin is passed through
+unchanged, as a real L4/L7 balancer would, so clients see vLLM's own overload answer.
+"""
+
+from __future__ import annotations
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
+
+
+class Balancer:
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.backends: dict[str, str] = {}  # pod name -> base URL
+        self.outstanding: dict[str, int] = {}
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+        self._session: ClientSession | None = None
+
+    def set_backends(self, backends: dict[str, str]) -> None:
+        self.backends = dict(backends)
+        self.outstanding = {p: self.outstanding.get(p, 0) for p in backends}
+
+    def _pick(self) -> str | None:
+        if not self.backends:
+            return None
+        return min(sorted(self.backends), key=lambda p: self.outstanding.get(p, 0))
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = self.runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        self._session = ClientSession(timeout=ClientTimeout(total=None, sock_connect=5))
+        return self.url
+
+    async def stop(self) -> None:
+        if self._session:
+            await self._session.close()
+        if self.runner:
+            await self.runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        pod = self._pick()
+        if pod is None or self._session is None:
+            return web.json_response(
+                {"error": {"message": f"no ready backend for {self.key}", "code": 503}},
+                status=503,
+            )
+        self.outstanding[pod] = self.outstanding.get(pod, 0) + 1
+        try:
+            body = await request.read()
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP | {"host"}}
+            async with self._session.request(
+                request.method,
+                self.backends[pod] + request.rel_url.path_qs,
+                data=body,
+                headers=headers,
+            ) as upstream:
+                resp = web.StreamResponse(status=upstream.status)
+                for k, v in upstream.headers.items():
+                    if k.lower() not in _HOP:
+                        resp.headers[k] = v
+                await resp.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await resp.write(chunk)
+                await resp.write_eof()
+                return resp
+        except (TimeoutError, OSError) as exc:
+            return web.json_response(
+                {"error": {"message": f"backend {pod} failed: {exc}", "code": 502}}, status=502
+            )
+        finally:
+            if pod in self.outstanding:
+                self.outstanding[pod] -= 1

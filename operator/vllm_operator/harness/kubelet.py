@@ -1,0 +1,200 @@
+"""The harness loop: keep one healthy twin per Running vLLM pod, and the balancers in step."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientSession, ClientTimeout
+
+from vllm_operator import constants as c
+from vllm_operator.catalog import GPUCatalog
+from vllm_operator.harness.balancer import Balancer
+from vllm_operator.harness.targets import (
+    build_sd_target,
+    build_twin_command,
+    gpu_type_for_node,
+    is_running,
+    service_key,
+)
+from vllm_operator.k8s.client import KubeClient
+
+log = logging.getLogger("vllm_operator.harness")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Twin:
+    pod: dict[str, Any]
+    key: str
+    port: int
+    proc: asyncio.subprocess.Process
+    log_path: Path
+    ready: bool = False
+    exit_code: int | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class TwinKubelet:
+    kube: KubeClient
+    catalog: GPUCatalog
+    targets_dir: Path
+    state_file: Path
+    log_dir: Path
+    time_scale: float = 1.0
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
+    twins: dict[str, Twin] = field(default_factory=dict)  # pod uid -> twin
+    balancers: dict[str, Balancer] = field(default_factory=dict)
+    _http: ClientSession | None = None
+
+    async def run(self, stop: asyncio.Event, interval: float = 0.5) -> None:
+        self._http = ClientSession(timeout=ClientTimeout(total=1))
+        try:
+            while not stop.is_set():
+                try:
+                    await self.sync_once()
+                except Exception:  # the API may blip; the next round retries from scratch
+                    log.exception("harness sync failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=interval)
+        finally:
+            await self.shutdown()
+
+    async def sync_once(self) -> None:
+        selector = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
+        if self.namespaces:
+            pods = []
+            for ns in self.namespaces:
+                pods += await asyncio.to_thread(self.kube.list, "v1", "Pod", ns, selector)
+        else:
+            pods = await asyncio.to_thread(self.kube.list, "v1", "Pod", None, selector)
+        nodes = await asyncio.to_thread(self.kube.list, "v1", "Node", None)
+        node_labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in nodes}
+        wanted = {p["metadata"]["uid"]: p for p in pods if is_running(p) and service_key(p)}
+        for uid in list(self.twins):
+            if uid not in wanted:
+                await self._stop_twin(self.twins.pop(uid))
+        for uid, pod in wanted.items():
+            if uid not in self.twins:
+                labels = node_labels.get(pod["spec"].get("nodeName", ""), {})
+                self.twins[uid] = await self._start_twin(
+                    pod, gpu_type_for_node(labels, self.catalog)
+                )
+        for twin in self.twins.values():
+            await self._check(twin)
+        await self._sync_balancers(wanted)
+        self._write_state()
+
+    async def _start_twin(self, pod: dict[str, Any], gpu_type: str | None) -> Twin:
+        port = free_port()
+        argv, env = build_twin_command(
+            pod, port=port, gpu_type=gpu_type, time_scale=self.time_scale
+        )
+        meta = pod["metadata"]
+        log_path = self.log_dir / f"{meta['namespace']}_{meta['name']}.log"
+        with log_path.open("ab") as out:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env={**os.environ, **env}, stdout=out, stderr=asyncio.subprocess.STDOUT
+            )
+        log.info("twin for %s/%s on port %d: %s", meta["namespace"], meta["name"], port, argv[4:])
+        return Twin(pod=pod, key=service_key(pod) or "", port=port, proc=proc, log_path=log_path)
+
+    async def _check(self, twin: Twin) -> None:
+        if twin.exit_code is not None:
+            return
+        if twin.proc.returncode is not None:
+            twin.exit_code = twin.proc.returncode
+            twin.ready = False
+            self._target_path(twin).unlink(missing_ok=True)
+            log.warning("twin %s exited with %s; see %s", twin.name, twin.exit_code, twin.log_path)
+            return
+        if twin.ready or self._http is None:
+            return
+        try:
+            async with self._http.get(twin.url + "/health") as resp:
+                twin.ready = resp.status == 200
+        except (OSError, TimeoutError):
+            return
+        if twin.ready:
+            path = self._target_path(twin)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(build_sd_target(twin.pod, twin.port)))
+            tmp.rename(path)  # Prometheus must never read half a file
+
+    async def _stop_twin(self, twin: Twin) -> None:
+        self._target_path(twin).unlink(missing_ok=True)
+        if twin.proc.returncode is None:
+            twin.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(twin.proc.wait(), timeout=10)
+            except TimeoutError:
+                twin.proc.kill()
+                await twin.proc.wait()
+
+    async def _sync_balancers(self, wanted: dict[str, dict[str, Any]]) -> None:
+        keys = {service_key(p) for p in wanted.values()} - {None}
+        for key in list(self.balancers):
+            if key not in keys:
+                await self.balancers.pop(key).stop()
+        for key in sorted(k for k in keys if k):
+            if key not in self.balancers:
+                self.balancers[key] = Balancer(key)
+                await self.balancers[key].start()
+            ready = {t.name: t.url for t in self.twins.values() if t.key == key and t.ready}
+            self.balancers[key].set_backends(ready)
+
+    def _target_path(self, twin: Twin) -> Path:
+        meta = twin.pod["metadata"]
+        return self.targets_dir / f"twin_{meta['namespace']}_{meta['name']}.json"
+
+    def _write_state(self) -> None:
+        services: dict[str, Any] = {}
+        for key, lb in self.balancers.items():
+            services[key] = {"url": lb.url, "twins": {}}
+        for twin in self.twins.values():
+            entry = services.setdefault(twin.key, {"url": None, "twins": {}})
+            entry["twins"][twin.name] = {
+                "url": twin.url,
+                "ready": twin.ready,
+                "exitCode": twin.exit_code,
+                "args": build_twin_command(twin.pod, port=twin.port, gpu_type=None, time_scale=1)[
+                    0
+                ][4:],
+                "log": str(twin.log_path),
+            }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"services": services}, indent=2, sort_keys=True))
+        tmp.rename(self.state_file)
+
+    async def shutdown(self) -> None:
+        for twin in list(self.twins.values()):
+            await self._stop_twin(twin)
+        self.twins.clear()
+        for lb in self.balancers.values():
+            await lb.stop()
+        self.balancers.clear()
+        if self._http:
+            await self._http.close()
+        self._write_state()

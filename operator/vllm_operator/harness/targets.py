@@ -1,0 +1,90 @@
+"""Pure pieces of the harness: pod -> twin command line, Prometheus target, GPU type."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from vllm_operator import constants as c
+from vllm_operator.catalog import GPUCatalog
+
+_OWN_FLAGS = ("--host", "--port")
+
+
+def prometheus_label_name(kube_label: str) -> str:
+    """How the Prometheus Operator turns a pod label into a target label (podTargetLabels)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", kube_label)
+
+
+def vllm_container(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = pod["spec"]["containers"]
+    return next((x for x in containers if x.get("name") == "vllm"), containers[0])
+
+
+def strip_listen_flags(args: list[str]) -> list[str]:
+    """Drop --host/--port (both spellings): the twin listens where the harness says."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0].replace("_", "-")
+        if name in _OWN_FLAGS:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def gpu_type_for_node(node_labels: Mapping[str, str], catalog: GPUCatalog) -> str | None:
+    """The catalog type whose node labels all match this node's labels."""
+    for name in catalog.known():
+        gpu = catalog.types[name]
+        if all(node_labels.get(k) == v for k, v in gpu.node_labels.items()):
+            return name
+    return None
+
+
+def build_twin_command(
+    pod: Mapping[str, Any], *, port: int, gpu_type: str | None, time_scale: float
+) -> tuple[list[str], dict[str, str]]:
+    container = vllm_container(pod)
+    args = strip_listen_flags(list(container.get("args") or []))
+    argv = [sys.executable, "-m", "vllm_operator.cli", "twin", *args]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
+    # Only literal values travel: secrets are not the harness's to read.
+    env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+    env["VLLM_TWIN_TIME_SCALE"] = str(time_scale)
+    if gpu_type:
+        env["VLLM_TWIN_GPU"] = gpu_type
+    return argv, env
+
+
+def build_sd_target(pod: Mapping[str, Any], port: int) -> list[dict[str, Any]]:
+    """One file-SD entry, labelled as a PodMonitor with podTargetLabels would label the series."""
+    meta = pod["metadata"]
+    labels = {
+        "namespace": meta["namespace"],
+        "pod": meta["name"],
+        "container": vllm_container(pod).get("name", "vllm"),
+        "endpoint": "http",
+    }
+    for key in (c.LABEL_SERVICE, c.LABEL_INSTANCE):
+        if key in (meta.get("labels") or {}):
+            labels[prometheus_label_name(key)] = meta["labels"][key]
+    return [{"targets": [f"127.0.0.1:{port}"], "labels": labels}]
+
+
+def service_key(pod: Mapping[str, Any]) -> str | None:
+    meta = pod["metadata"]
+    name = (meta.get("labels") or {}).get(c.LABEL_SERVICE)
+    return f"{meta['namespace']}/{name}" if name else None
+
+
+def is_running(pod: Mapping[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
