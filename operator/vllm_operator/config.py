@@ -56,6 +56,12 @@ class OperatorConfig(BaseModel):
     )
     resync_seconds: float = Field(default=300.0, gt=0, description="Drift-repair interval.")
     tuning_interval_seconds: float = Field(default=60.0, gt=0, description="Tuner interval.")
+    tuning_time_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Multiplies every tuning cooldown and window (tests compress time with 0.05).",
+    )
     gpu_catalog: GPUCatalog = Field(
         default_factory=GPUCatalog, description="GPU types known to the operator."
     )

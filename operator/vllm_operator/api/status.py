@@ -12,6 +12,7 @@ from vllm_operator.api.base import StatusModel
 MAX_DECISIONS: Final = 10
 MAX_RESTART_TIMES: Final = 64
 MAX_WINDOW_SAMPLES: Final = 64
+MAX_HOLDS: Final = 10  # one per budget field and direction
 
 
 class Condition(StatusModel):
@@ -112,6 +113,29 @@ class WindowSample(StatusModel):
     figures: dict[str, float] = Field(default_factory=dict, description="Measured figures.")
 
 
+class TuningHold(StatusModel):
+    """A direction the tuner may not move a budget in, after rolling a change back."""
+
+    field: str = Field(description="Budget field, e.g. maxActiveSeqs.")
+    direction: Literal["up", "down"] = Field(description="up or down.")
+    until: datetime = Field(description="When the hold ends.")
+
+
+class PendingRetuneStatus(StatusModel):
+    """A budget change not yet judged against the figures before it."""
+
+    field: str = Field(description="Budget field that was changed.")
+    from_value: int | None = Field(default=None, description="Value before; absent when unset.")
+    to_value: int = Field(description="Value set.")
+    applied_at: datetime = Field(description="When the change was applied.")
+    settled_at: datetime | None = Field(
+        default=None, description="When the rollout was first seen done; judging starts then."
+    )
+    before: dict[str, float] = Field(
+        default_factory=dict, description="Figures measured before the change."
+    )
+
+
 class TuningStatus(StatusModel):
     mode: str | None = Field(default=None, description="Autotune mode in force.")
     overrides: BudgetValues | None = Field(
@@ -134,6 +158,20 @@ class TuningStatus(StatusModel):
     )
     cooldown_until: datetime | None = Field(
         default=None, description="No budget change before this time."
+    )
+    last_scale_time: datetime | None = Field(
+        default=None, description="When the tuner last changed replicas."
+    )
+    scale_down_votes: int | None = Field(
+        default=None, description="Consecutive low-load passes (a scale down needs several)."
+    )
+    pending: PendingRetuneStatus | None = Field(
+        default=None, description="A budget change awaiting judgement (kept or rolled back)."
+    )
+    holds: list[TuningHold] = Field(
+        default_factory=list,
+        max_length=MAX_HOLDS,
+        description="Directions a budget may not move in, after a rollback.",
     )
     window: list[WindowSample] = Field(
         default_factory=list,

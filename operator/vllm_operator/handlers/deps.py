@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import KubeClient, build_api_client
+from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
 
 
 def utc_now() -> datetime:
@@ -18,9 +19,14 @@ def utc_now() -> datetime:
 class Deps:
     cfg: OperatorConfig
     kube: KubeClient
+    prometheus: PrometheusClientLike | None = None
     clock: Callable[[], datetime] = field(default=utc_now)
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:
     cfg = load_operator_config(env)
-    return Deps(cfg=cfg, kube=KubeClient(build_api_client(env.get("KUBECONFIG"))))
+    return Deps(
+        cfg=cfg,
+        kube=KubeClient(build_api_client(env.get("KUBECONFIG"))),
+        prometheus=build_prometheus(cfg),
+    )

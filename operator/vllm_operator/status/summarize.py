@@ -14,7 +14,6 @@ from typing import Any
 from vllm_operator import constants as c
 from vllm_operator.status.conditions import set_condition
 
-
 OWN_CONDITIONS = (c.COND_READY, c.COND_PROGRESSING, c.COND_DEGRADED)
 
 

@@ -1,0 +1,59 @@
+"""Rule 0: when the tuner must not read the figures at all, it holds and says why."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vllm_operator.tuning.inputs import Inputs, autoscaling_of, autotune_mode
+from vllm_operator.tuning.model import Decision
+from vllm_operator.tuning.outcome import hold
+
+_QUALITY_REASONS = {
+    "missing": "HoldMetricsMissing",
+    "stale": "HoldMetricsStale",
+    "partial": "HoldMetricsPartial",
+    "invalid": "HoldMetricsInvalid",
+    "error": "HoldMetricsError",
+}
+
+
+def nothing_to_do(i: Inputs) -> Decision | None:
+    """Autotune Off and autoscaling off: no lever to pull (the timer should not even run)."""
+    if autotune_mode(i.spec) != "Off" or autoscaling_of(i.spec) is not None:
+        return None
+    message = "autotune is Off and autoscaling is off: nothing to tune"
+    return hold("HoldTuningOff", message, i.snapshot, i.state)
+
+
+def metrics_unusable(i: Inputs) -> Decision | None:
+    snap = i.snapshot
+    if not snap.usable:
+        reason = _QUALITY_REASONS.get(snap.quality, "HoldMetricsInvalid")
+        return hold(reason, snap.problem or f"metrics are {snap.quality}", snap, i.state)
+    age = (i.now - snap.observed_at).total_seconds()
+    limit = i.settings.staleness_limit.total_seconds()
+    if age > limit:
+        message = f"metrics were observed {age:.0f}s ago (stale after {limit:.0f}s)"
+        return hold("HoldMetricsStale", message, snap, i.state)
+    return None
+
+
+def fleet_unsteady(i: Inputs) -> Decision | None:
+    """A rollout or unready pods: figures describe a fleet in motion. Without a fleet view
+    (the simulator may not give one) the tuner trusts the snapshot's own pod counts.
+
+    A pending change's judgement clock restarts: the fleet was not steady after all.
+    """
+    fleet = i.snapshot.fleet
+    if fleet is None:
+        return None
+    if fleet.rolling or fleet.updated < fleet.desired:
+        reason, message = "HoldRollout", f"rollout: {fleet.updated}/{fleet.desired} pods updated"
+    elif fleet.ready < fleet.desired:
+        reason, message = "HoldPodsNotReady", f"{fleet.ready}/{fleet.desired} pods ready"
+    else:
+        return None
+    state, pending = i.state, i.state.pending
+    if pending is not None and pending.settled_at is not None:
+        state = replace(state, pending=replace(pending, settled_at=None))
+    return hold(reason, message, i.snapshot, state)

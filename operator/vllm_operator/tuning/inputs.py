@@ -1,0 +1,120 @@
+"""One tuning pass's inputs, and the values derived from them that every rule needs.
+
+Budget values are read the way the renderer writes them: an override in force (autotune Auto
+only) replaces the spec value; an unset field is vLLM's own default, which the tuner cannot know
+(it depends on the GPU), except maxActiveSeqs, which defaults to maxSeqs (vllm-0.33.md §1.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+
+from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.spec import AutoscalingSpec, Bound, VLLMServiceSpec
+from vllm_operator.tuning.model import BudgetKey, MetricsSnapshot, TuningState
+from vllm_operator.tuning.settings import TuningSettings
+
+_ATTRS: dict[str, tuple[str, str]] = {f.key: (f.group, f.attr) for f in BUDGET_FIELDS}
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The SLO in seconds and ratios; None = no target, so rules triggered by it are off."""
+
+    ttft: float | None
+    itl: float | None
+    max_rejection_ratio: float
+
+
+def targets_of(spec: VLLMServiceSpec, settings: TuningSettings) -> Targets:
+    slo = spec.slo
+    if slo is None:
+        return Targets(None, None, settings.default_max_rejection_ratio)
+    ratio = slo.max_rejection_ratio
+    return Targets(
+        ttft=slo.ttft_p95_seconds,
+        itl=slo.itl_p95_seconds,
+        max_rejection_ratio=settings.default_max_rejection_ratio if ratio is None else ratio,
+    )
+
+
+def spec_budget(spec: VLLMServiceSpec, key: str) -> int | None:
+    """The value spec.budgets holds for `key`, None when unset."""
+    group_name, attr = _ATTRS[key]
+    group = None if spec.budgets is None else getattr(spec.budgets, group_name)
+    value = None if group is None else getattr(group, attr)
+    return None if value is None else int(value)
+
+
+def spec_bound(spec: VLLMServiceSpec, key: str) -> Bound | None:
+    bounds = None if spec.autotune is None else spec.autotune.bounds
+    return None if bounds is None else getattr(bounds, _ATTRS[key][1])
+
+
+def autotune_mode(spec: VLLMServiceSpec) -> str:
+    return "Off" if spec.autotune is None else spec.autotune.mode
+
+
+def autoscaling_of(spec: VLLMServiceSpec) -> AutoscalingSpec | None:
+    """spec.autoscaling when enabled, else None: replicas are then the user's."""
+    scaling = spec.autoscaling
+    return scaling if scaling is not None and scaling.enabled else None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    spec: VLLMServiceSpec
+    snapshot: MetricsSnapshot
+    state: TuningState  # normalised (see state.py), votes already counted for this pass
+    now: datetime
+    settings: TuningSettings
+    # True in mode Auto, and in the advice run of Recommend (decide.py): budget moves are possible.
+    autotune_acts: bool
+
+    @cached_property
+    def targets(self) -> Targets:
+        return targets_of(self.spec, self.settings)
+
+    @cached_property
+    def scaling(self) -> AutoscalingSpec | None:
+        return autoscaling_of(self.spec)
+
+    @cached_property
+    def replicas(self) -> int:
+        """Replicas in force: the tuner's own count once it has one, else spec.replicas."""
+        desired = self.state.desired_replicas
+        return self.spec.replicas if desired is None else desired
+
+    @cached_property
+    def pods(self) -> int:
+        """The denominator of per-pod figures: pods that reported, else the replica count."""
+        fleet = self.snapshot.fleet
+        reported = self.snapshot.pods_scraped or (fleet.ready if fleet is not None else 0)
+        return max(1, reported or self.replicas)
+
+    def per_pod(self, total: float | None) -> float | None:
+        return None if total is None else total / self.pods
+
+    def budget(self, key: BudgetKey) -> int | None:
+        """Value in force: override, spec, or (maxActiveSeqs only) the maxSeqs it defaults to."""
+        override = self.state.overrides.get(key)
+        if override is not None:
+            return override
+        value = spec_budget(self.spec, key)
+        if value is None and key == "maxActiveSeqs":
+            return self.budget("maxSeqs")
+        return value
+
+    @cached_property
+    def active_cap(self) -> int | None:
+        """How many requests one pod may run: min(maxSeqs, maxActiveSeqs) where known."""
+        known = [v for v in (self.budget("maxSeqs"), self.budget("maxActiveSeqs")) if v]
+        return min(known) if known else None
+
+    @cached_property
+    def rates_trusted(self) -> bool:
+        """Enough traffic that ratios and percentiles are figures, not noise."""
+        rate = self.snapshot.request_rate
+        return rate is not None and rate >= self.settings.min_request_rate

@@ -1,0 +1,69 @@
+"""Moves, blockers, and how a rule turns its diagnosis plus remedies into one Decision.
+
+A rule states a diagnosis (a phrase with the figures) and the remedies that could fix it, best
+first. The first remedy that can act becomes the decision; when none can, the rule holds and says
+every blocker, leading with the most telling one (a pinned bound beats "autoscaling is off").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from vllm_operator.tuning.model import Action, Decision, MetricsSnapshot, TuningState
+
+
+@dataclass(frozen=True)
+class Move:
+    action: Action
+    state: TuningState  # the state after the move
+    phrase: str  # e.g. "replicas 2 -> 3"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    reason: str  # CamelCase; becomes the Hold's reason when every remedy is blocked
+    phrase: str  # e.g. "replicas at maxReplicas 4"
+    disabled: bool = False  # the lever is switched off, which explains less than a pinned bound
+
+
+Remedy = Callable[[], Move | Blocked]
+
+
+def hold(reason: str, message: str, snapshot: MetricsSnapshot, state: TuningState) -> Decision:
+    return Decision(Action("Hold"), reason, message, snapshot.figures(), state)
+
+
+def act(reason: str, diagnosis: str, move: Move, snapshot: MetricsSnapshot) -> Decision:
+    return Decision(
+        move.action, reason, f"{diagnosis}: {move.phrase}", snapshot.figures(), move.state
+    )
+
+
+def remedy_decision(
+    reasons: Sequence[str],
+    diagnosis: str,
+    remedies: Sequence[Remedy],
+    snapshot: MetricsSnapshot,
+) -> Decision | Blocked:
+    """The first remedy that acts, with reasons[n] as the reason of remedy n; else a Blocked.
+
+    The returned Blocked carries the lead reason and every blocker's phrase, so a problem rule
+    can hold with it (hold_for) and an opportunity rule can let the chain go on.
+    """
+    blockers: list[Blocked] = []
+    for reason, remedy in zip(reasons, remedies, strict=True):
+        outcome = remedy()
+        if isinstance(outcome, Move):
+            return act(reason, diagnosis, outcome, snapshot)
+        blockers.append(outcome)
+    lead = next((b for b in blockers if not b.disabled), blockers[0])
+    return Blocked(lead.reason, "; ".join(b.phrase for b in blockers), lead.disabled)
+
+
+def hold_for(
+    outcome: Decision | Blocked, diagnosis: str, snapshot: MetricsSnapshot, state: TuningState
+) -> Decision:
+    if isinstance(outcome, Decision):
+        return outcome
+    return hold(outcome.reason, f"{diagnosis}, but {outcome.phrase}", snapshot, state)

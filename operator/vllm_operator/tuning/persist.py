@@ -1,0 +1,143 @@
+"""TuningState <-> status.tuning: the tuner remembers nothing in memory between passes.
+
+Bounded on the way out: last_decisions keeps the newest MAX_DECISIONS, and a pass that repeats
+the previous record (same action, reason, field, values and applied flag) replaces it instead of
+pushing real decisions out of the list; restart_times keeps only the restart window (one hour).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast, get_args
+
+from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.api.status import (
+    MAX_DECISIONS,
+    MAX_HOLDS,
+    MAX_RESTART_TIMES,
+    BudgetValues,
+    PendingRetuneStatus,
+    TuningDecisionRecord,
+    TuningHold,
+    TuningStatus,
+)
+from vllm_operator.tuning.model import BudgetKey, Decision, Hold, PendingRetune, TuningState
+from vllm_operator.tuning.settings import TuningSettings
+from vllm_operator.tuning.state import normalize_state
+
+_KEYS: frozenset[str] = frozenset(get_args(BudgetKey))
+_DEFAULT_SETTINGS = TuningSettings()
+
+
+def _key(name: str) -> BudgetKey | None:
+    return cast(BudgetKey, name) if name in _KEYS else None
+
+
+def state_from_status(
+    status: TuningStatus | None,
+    spec: VLLMServiceSpec,
+    settings: TuningSettings = _DEFAULT_SETTINGS,
+) -> TuningState:
+    """The state status.tuning records, normalised for `spec` (state.py: e.g. no overrides
+    outside mode Auto). Unknown field names, from a newer or older operator, are dropped."""
+    if status is None:
+        return normalize_state(TuningState(), spec, settings)
+    values = status.overrides or BudgetValues()
+    overrides = {f.key: v for f in BUDGET_FIELDS if (v := getattr(values, f.attr)) is not None}
+    pending = None
+    p = status.pending
+    if p is not None and (field := _key(p.field)) is not None:
+        pending = PendingRetune(
+            field, p.from_value, p.to_value, p.applied_at, dict(p.before), p.settled_at
+        )
+    holds = tuple(
+        Hold(field, h.direction, h.until) for h in status.holds if (field := _key(h.field))
+    )
+    state = TuningState(
+        desired_replicas=status.desired_replicas,
+        overrides=overrides,
+        last_scale_at=status.last_scale_time,
+        scale_down_votes=status.scale_down_votes or 0,
+        retune_cooldown_until=status.cooldown_until,
+        restart_times=tuple(status.restart_times),
+        pending=pending,
+        holds=holds,
+    )
+    return normalize_state(state, spec, settings)
+
+
+def _record(decision: Decision, now: datetime) -> TuningDecisionRecord:
+    action = decision.action
+    return TuningDecisionRecord(
+        time=now,
+        action=action.kind,
+        reason=decision.reason,
+        message=decision.message,
+        field=action.field,
+        from_value=action.from_value,
+        to_value=action.to_value,
+        applied=decision.applied,
+        figures=dict(decision.figures),
+    )
+
+
+def _same(a: TuningDecisionRecord, b: TuningDecisionRecord) -> bool:
+    keys = ("action", "reason", "field", "from_value", "to_value", "applied")
+    return all(getattr(a, k) == getattr(b, k) for k in keys)
+
+
+def _history(
+    previous: TuningStatus | None, record: TuningDecisionRecord
+) -> list[TuningDecisionRecord]:
+    history = [] if previous is None else list(previous.last_decisions)
+    if history and _same(history[-1], record):
+        history[-1] = record  # a repeat: fresh time and figures, no new entry
+    else:
+        history.append(record)
+    return history[-MAX_DECISIONS:]
+
+
+def _pending_status(p: PendingRetune) -> PendingRetuneStatus:
+    return PendingRetuneStatus(
+        field=p.field,
+        from_value=p.from_value,
+        to_value=p.to_value,
+        applied_at=p.applied_at,
+        settled_at=p.settled_at,
+        before=dict(p.before),
+    )
+
+
+def status_from_state(
+    state: TuningState,
+    decision: Decision,
+    previous: TuningStatus | None,
+    now: datetime,
+    *,
+    mode: str | None = None,
+    settings: TuningSettings = _DEFAULT_SETTINGS,
+) -> TuningStatus:
+    """status.tuning after a pass: `state` (normally decision.state) plus the decision's record.
+
+    `mode` is the autotune mode in force (spec.autotune.mode); the previous one is kept when None.
+    """
+    restarts = [t for t in state.restart_times if now - t < settings.restart_window]
+    overrides = {f.attr: state.overrides.get(f.key) for f in BUDGET_FIELDS}
+    return TuningStatus(
+        mode=mode if mode is not None else (previous.mode if previous is not None else None),
+        overrides=BudgetValues(**overrides) if state.overrides else None,
+        desired_replicas=state.desired_replicas,
+        last_evaluated=now,
+        last_decisions=_history(previous, _record(decision, now)),
+        restarts_in_last_hour=len(restarts),
+        restart_times=restarts[-MAX_RESTART_TIMES:],
+        cooldown_until=state.retune_cooldown_until,
+        last_scale_time=state.last_scale_at,
+        scale_down_votes=state.scale_down_votes,
+        pending=None if state.pending is None else _pending_status(state.pending),
+        holds=[
+            TuningHold(field=h.field, direction=h.direction, until=h.until) for h in state.holds
+        ][-MAX_HOLDS:],
+        window=[] if previous is None else list(previous.window),
+    )

@@ -1,0 +1,159 @@
+"""Rules 2-9: the diagnosis of DESIGN.md, one layer per decision (docs/tuning.md has the table).
+
+Each rule returns None when its diagnosis does not apply. A *problem* rule that applies owns the
+pass: it acts through its first workable remedy or holds and says why (never falls through to a
+rule that could make the problem worse, e.g. a scale down during rejections). An *opportunity*
+rule (5) lets the chain go on when it cannot act.
+"""
+
+from __future__ import annotations
+
+from vllm_operator.tuning import signals
+from vllm_operator.tuning.inputs import Inputs
+from vllm_operator.tuning.limits import budget_move
+from vllm_operator.tuning.model import BudgetKey, Decision
+from vllm_operator.tuning.outcome import Blocked, Move, Remedy, hold, hold_for, remedy_decision
+from vllm_operator.tuning.scaling import low_load, scale_down, scale_up
+from vllm_operator.tuning.signals import Latency
+
+
+def _latency_factor(i: Inputs, value: float | None, target: float | None) -> float:
+    """Factor taking ITL from value to headroom x target, if ITL ~ decode batch (step caps it)."""
+    if value is None or target is None or value <= 0:
+        return i.settings.max_budget_step
+    return i.settings.headroom * target / value
+
+
+def _problem(i: Inputs, reasons: list[str], diagnosis: str, remedies: list[Remedy]) -> Decision:
+    out = remedy_decision(reasons, diagnosis, remedies, i.snapshot)
+    return hold_for(out, diagnosis, i.snapshot, i.state)
+
+
+def rejections_without_headroom(i: Inputs) -> Decision | None:
+    """2. Too many 503s and TTFT near or over its SLO: a longer queue would only add latency."""
+    if not signals.rejections_over(i) or signals.headroom(i, "ttft"):
+        return None
+    diagnosis = f"{signals.rejection_phrase(i)} with {signals.latency_phrase(i, 'ttft')}"
+    return _problem(i, ["ScaleUpRejections"], diagnosis, [lambda: scale_up(i)])
+
+
+def _valve(i: Inputs) -> BudgetKey:
+    """The entry valve that refuses: by reason label when known, else the one that is set."""
+    by_reason = i.snapshot.rejection_rate_by_reason
+    tokens = by_reason.get("max_num_queued_tokens", 0.0)
+    requests = by_reason.get("max_num_queued_reqs", 0.0)
+    if tokens or requests:
+        return "maxPrefillTokens" if tokens > requests else "maxRequests"
+    if i.budget("maxRequests") is None and i.budget("maxPrefillTokens") is not None:
+        return "maxPrefillTokens"
+    return "maxRequests"
+
+
+def rejections_with_headroom(i: Inputs) -> Decision | None:
+    """3. Too many 503s while TTFT has headroom: open the valve if KV can hold more, else scale."""
+    if not signals.rejections_over(i):
+        return None
+    diagnosis = (
+        f"{signals.rejection_phrase(i)} with {signals.latency_phrase(i, 'ttft')} "
+        f"and {signals.kv_phrase(i)}"
+    )
+
+    def open_valve() -> Move | Blocked:
+        if not signals.kv_headroom(i):
+            return Blocked("KVCacheFull", f"{signals.kv_phrase(i)} leaves no room to queue more")
+        return budget_move(i, _valve(i), "up", i.settings.max_budget_step)
+
+    reasons = ["RaiseQueueRejections", "ScaleUpRejections"]
+    return _problem(i, reasons, diagnosis, [open_valve, lambda: scale_up(i)])
+
+
+def running_too_big(i: Inputs) -> Decision | None:
+    """4. ITL over SLO or preemptions, with the active cap binding: shrink the decode batch."""
+    itl_over, preempting = signals.over(i, "itl"), signals.preempting(i)
+    if not (itl_over or preempting):
+        return None
+    if i.active_cap is not None and not signals.at_active_cap(i):
+        return None  # the cap does not bind: lowering it changes nothing (rule 7 may scale)
+    factor = i.settings.headroom  # preemptions: aim at 80% of the cap
+    if itl_over:
+        factor = min(factor, _latency_factor(i, i.snapshot.itl_p95, i.targets.itl))
+    rate = i.snapshot.preemption_rate or 0.0
+    cause = signals.latency_phrase(i, "itl") if itl_over else f"{rate:.3g} preemptions/s"
+    diagnosis = f"{cause} with {signals.running_phrase(i)}"
+    reason = "LowerActiveSeqsITL" if itl_over else "LowerActiveSeqsPreemption"
+    lower = lambda: budget_move(i, "maxActiveSeqs", "down", factor)  # noqa: E731
+    return _problem(i, [reason, "ScaleUpLatency"], diagnosis, [lower, lambda: scale_up(i)])
+
+
+def waiting_at_cap(i: Inputs) -> Decision | None:
+    """5. ITL well under SLO while requests wait at the active cap and KV has room: raise the cap.
+
+    The step aims ITL at headroom x SLO, so rule 4 (over SLO) does not fire right after.
+    """
+    ok = signals.well_under(i, "itl") and signals.requests_wait(i)
+    if not (ok and signals.at_active_cap(i) and signals.kv_headroom(i)):
+        return None
+    factor = _latency_factor(i, i.snapshot.itl_p95, i.targets.itl)
+    diagnosis = f"{signals.latency_phrase(i, 'itl')} with {signals.running_phrase(i)}"
+    raise_cap = lambda: budget_move(i, "maxActiveSeqs", "up", factor)  # noqa: E731
+    out = remedy_decision(["RaiseActiveSeqsWaiting"], diagnosis, [raise_cap], i.snapshot)
+    return out if isinstance(out, Decision) else None
+
+
+def prefill_bound(i: Inputs) -> Decision | None:
+    """6. TTFT over SLO spent in prefill of long prompts, ITL quiet: raise the step token budget.
+
+    Prefill-bound: queue time p95 below prefill_queue_share of TTFT p95 (the time goes after
+    admission) and prompts of at least long_prompt_fraction of the token budget.
+    """
+    snap, target = i.snapshot, i.targets.ttft
+    itl_quiet = i.targets.itl is None or signals.well_under(i, "itl")
+    if not (signals.over(i, "ttft") and itl_quiet) or snap.ttft_p95 is None or target is None:
+        return None
+    queue = snap.queue_time_p95
+    if queue is None or queue >= i.settings.prefill_queue_share * snap.ttft_p95:
+        return None
+    budget, prompt = i.budget("maxBatchedTokens"), snap.prompt_tokens_per_request
+    if budget is not None and (prompt is None or prompt < i.settings.long_prompt_fraction * budget):
+        return None
+    prompt_text = "?" if prompt is None else f"{prompt:.0f}"
+    diagnosis = (
+        f"{signals.latency_phrase(i, 'ttft')} with queue time p95 {signals.fmt_s(queue)} "
+        f"and {prompt_text} prompt tokens per request"
+    )
+    # Prefill time ~ 1 / token budget: aim TTFT at headroom x SLO.
+    factor = snap.ttft_p95 / (i.settings.headroom * target)
+    raise_budget = lambda: budget_move(i, "maxBatchedTokens", "up", factor)  # noqa: E731
+    reasons = ["RaiseBatchedTokensTTFT", "ScaleUpLatency"]
+    return _problem(i, reasons, diagnosis, [raise_budget, lambda: scale_up(i)])
+
+
+def latency_over(i: Inputs) -> Decision | None:
+    """7. TTFT or ITL over SLO and no budget rule above fits: add replicas."""
+    both: tuple[Latency, ...] = ("ttft", "itl")
+    over = [w for w in both if signals.over(i, w)]
+    if not over:
+        return None
+    phrases = " and ".join(signals.latency_phrase(i, w) for w in over)
+    diagnosis = f"{phrases} with {signals.running_phrase(i)}"
+    return _problem(i, ["ScaleUpLatency"], diagnosis, [lambda: scale_up(i)])
+
+
+def low_load_rule(i: Inputs) -> Decision | None:
+    """8. Sustained low load: scale down one step (votes and stabilisation in scaling.py)."""
+    if not low_load(i):
+        return None
+    diagnosis = f"low load: {signals.running_phrase(i)}, {signals.rejection_phrase(i)}"
+    out = remedy_decision(["ScaleDownLowLoad"], diagnosis, [lambda: scale_down(i)], i.snapshot)
+    if isinstance(out, Blocked) and out.reason == "AtMinReplicas":
+        return None  # nothing to do: WithinSLO says so
+    return hold_for(out, diagnosis, i.snapshot, i.state)
+
+
+def within_slo(i: Inputs) -> Decision:
+    """9. Nothing to do."""
+    message = (
+        f"{signals.rejection_phrase(i)}, {signals.latency_phrase(i, 'ttft')}, "
+        f"{signals.latency_phrase(i, 'itl')}, {signals.running_phrase(i)}"
+    )
+    return hold("WithinSLO", message, i.snapshot, i.state)

@@ -1,0 +1,65 @@
+"""Constants of the control loop, in one frozen object so tests and the simulator can compress time.
+
+Defaults follow reference/simulator-calibration.md §3: pods take 2-7 minutes to become ready, so a
+budget change (a restart of every pod) needs a much longer cooldown than a replica change, and the
+scale-down stabilisation matches Kubernetes' 300 s default. docs/tuning.md explains every one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True)
+class TuningSettings:
+    # Replicas: the fast lever.
+    scale_up_cooldown: timedelta = timedelta(seconds=60)  # since the last replica change
+    scale_down_stabilization: timedelta = timedelta(seconds=300)  # since the last replica change
+    scale_down_votes: int = 3  # consecutive low-load passes before a scale down
+    scale_up_fraction: float = 0.5  # +max(1, floor(50%)) per step
+    scale_down_fraction: float = 0.25  # -max(1, floor(25%)) per step (dask)
+    # Budgets: the slow lever (every change restarts every pod).
+    retune_cooldown: timedelta = timedelta(seconds=900)
+    rollback_evaluation_delay: timedelta = timedelta(seconds=180)  # of fresh figures after rollout
+    hold_after_rollback: timedelta = timedelta(seconds=1800)
+    restart_window: timedelta = timedelta(hours=1)  # what "per hour" in maxRestartsPerHour means
+    rollback_margin: float = 0.1  # "clearly worse": 10% beyond the figure before the change
+    max_budget_step: float = 2.0  # at most x2 up or /2 down per decision
+    default_bound_factor: float = 4.0  # without spec bounds: [spec / 4, spec * 4]
+    # Hysteresis: act above the SLO, aim at `headroom` x SLO, call `well_under` x SLO quiet.
+    headroom: float = 0.8
+    well_under: float = 0.6
+    near_cap: float = 0.8  # running per pod >= 80% of the active cap: the cap binds
+    kv_headroom: float = 0.8  # KV usage below which more concurrency fits
+    waiting_per_pod: float = 1.0  # mean waiting requests per pod that count as "requests wait"
+    prefill_queue_share: float = 0.5  # queue time p95 below this share of TTFT: prefill-bound
+    long_prompt_fraction: float = 0.25  # prompt >= 25% of the step token budget: long
+    preemption_rate_max: float = 0.0  # preemptions/s above which the running layer is too big
+    # Trust in the figures.
+    min_request_rate: float = 0.05  # req/s below which rates and percentiles are noise
+    staleness_limit: timedelta = timedelta(seconds=180)
+    default_max_rejection_ratio: float = 0.01  # when spec.slo.maxRejectionRatio is absent
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 < self.well_under < self.headroom <= 1:
+            problems.append("need 0 < well_under < headroom <= 1")
+        if self.max_budget_step <= 1 or self.default_bound_factor < 1:
+            problems.append("need max_budget_step > 1 and default_bound_factor >= 1")
+        if self.scale_down_votes < 1 or not 0 < self.scale_down_fraction < 1:
+            problems.append("need scale_down_votes >= 1 and 0 < scale_down_fraction < 1")
+        if self.scale_up_fraction <= 0 or self.rollback_margin < 0:
+            problems.append("need scale_up_fraction > 0 and rollback_margin >= 0")
+        if problems:
+            raise ValueError("TuningSettings: " + "; ".join(problems))
+
+    def time_scaled(self, factor: float) -> TuningSettings:
+        """The same loop with every duration multiplied by `factor` (e2e tests run at 0.05)."""
+        durations = {
+            f.name: getattr(self, f.name) * factor
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), timedelta)
+        }
+        return dataclasses.replace(self, **durations)

@@ -1,0 +1,42 @@
+"""TuningSettings: inconsistent constants are refused; time compresses for end-to-end runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from vllm_operator.tuning.settings import TuningSettings
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"well_under": 0.8}, "need 0 < well_under < headroom <= 1"),
+        ({"headroom": 1.1}, "need 0 < well_under < headroom <= 1"),
+        ({"max_budget_step": 1.0}, "need max_budget_step > 1 and default_bound_factor >= 1"),
+        ({"scale_down_votes": 0}, "need scale_down_votes >= 1 and 0 < scale_down_fraction < 1"),
+        (
+            {"scale_down_fraction": 1.0},
+            "need scale_down_votes >= 1 and 0 < scale_down_fraction < 1",
+        ),
+        ({"rollback_margin": -0.1}, "need scale_up_fraction > 0 and rollback_margin >= 0"),
+    ],
+)
+def test_inconsistent_settings_are_refused(changes: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        TuningSettings(**changes)
+
+
+def test_time_scaled_compresses_durations_only() -> None:
+    fast = TuningSettings().time_scaled(0.1)
+    assert fast == TuningSettings(
+        scale_up_cooldown=timedelta(seconds=6),
+        scale_down_stabilization=timedelta(seconds=30),
+        retune_cooldown=timedelta(seconds=90),
+        rollback_evaluation_delay=timedelta(seconds=18),
+        hold_after_rollback=timedelta(seconds=180),
+        restart_window=timedelta(seconds=360),
+        staleness_limit=timedelta(seconds=18),
+    )
