@@ -161,10 +161,24 @@ cmd_env() {
   echo "export VLLMOP_AUDIT_LOG=$KWOK_WORKDIR/clusters/$NAME/logs/audit.log"
 }
 
+# For fault-injection tests: Prometheus alone goes away and comes back, with its data.
+cmd_prometheus() {
+  case "$1" in
+    stop)
+      [ -f "$STATE/prometheus/pid" ] && kill "$(cat "$STATE/prometheus/pid")" 2>/dev/null || true
+      while pgrep -f -- "^[^ ]*prometheus --config.file=$STATE/" >/dev/null; do sleep 0.2; done
+      rm -f "$STATE/prometheus/pid"
+      log "prometheus stopped" ;;
+    start) start_prometheus ;;
+    *) echo "usage: $0 prometheus stop|start" >&2; exit 2 ;;
+  esac
+}
+
 case "${1:-}" in
   up) cmd_up ;;
+  prometheus) cmd_prometheus "${2:-}" ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|env|prometheus stop|start" >&2; exit 2 ;;
 esac

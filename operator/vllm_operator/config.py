@@ -56,6 +56,12 @@ class OperatorConfig(BaseModel):
     )
     resync_seconds: float = Field(default=300.0, gt=0, description="Drift-repair interval.")
     tuning_interval_seconds: float = Field(default=60.0, gt=0, description="Tuner interval.")
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port of the operator's own /metrics (vllm_operator_*); off when unset.",
+    )
     tuning_time_scale: float = Field(
         default=1.0,
         gt=0,

@@ -9,21 +9,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from typing import Any
 
 import kopf
 
 from vllm_operator import constants as c
-from vllm_operator.handlers.deps import build_deps
+from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.periodic import run_periodically
 from vllm_operator.handlers.reconcile import Seen, reconcile, reconcile_by_name
+from vllm_operator.handlers.tune import tune
+from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
 
 # Timer intervals are fixed at registration, before start-up runs: the one setting read here.
 RESYNC_SECONDS = float(os.environ.get("VLLM_OPERATOR_RESYNC_SECONDS", "300"))
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=c.GROUP, key="last-handled-configuration"
@@ -33,34 +36,35 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    memo.deps = build_deps(os.environ)
     # Sync handlers block a thread each on API round-trips; 1,000 services need more than 5.
     settings.execution.max_workers = 32
+    deps = memo.deps = build_deps(os.environ)
+    if deps.cfg.metrics_port is not None:
+        serve_metrics(deps.cfg.metrics_port)
+    start_periodic(memo, deps)
 
 
-@kopf.on.resume(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
-@kopf.on.create(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
-@kopf.on.update(c.GROUP, c.VERSION, c.PLURAL, field="spec", id="vllmservice.reconcile")
-def on_vllmservice(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    reconcile(dict(body), deps=memo.deps, logger=logger)
-
-
-@kopf.on.startup()
-async def start_periodic(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    """Drift resync for every VLLMService, from one operator-wide loop (no finalizers)."""
-    deps = memo.deps
+def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
+    """Drift resync and tuning passes, from operator-wide loops (no per-object finalizers)."""
+    log = logging.getLogger("vllm_operator")
     memo.stop_periodic = asyncio.Event()
+    namespaces: tuple[str, ...] = tuple(getattr(memo, "namespaces", ()))  # set by `run -n`
 
     def resync(body: dict[str, Any]) -> None:
-        reconcile(body, deps=deps, logger=logger)
+        reconcile(body, deps=deps, logger=log)
 
-    namespaces = tuple(
-        n for n in os.environ.get("VLLM_OPERATOR_WATCH_NAMESPACES", "").split(",") if n
-    )
+    def tune_one(body: dict[str, Any]) -> None:
+        started = time.monotonic()
+        tune(body, deps=deps, logger=log)
+        RECONCILE_SECONDS.labels("tune").observe(time.monotonic() - started)
+
+    loops = [
+        ("resync", RESYNC_SECONDS, resync),
+        ("tune", deps.cfg.tuning_interval_seconds, tune_one),
+    ]
     memo.periodic = [
-        asyncio.create_task(
-            run_periodically("resync", RESYNC_SECONDS, deps, namespaces, resync, memo.stop_periodic)
-        )
+        asyncio.create_task(run_periodically(name, every, deps, namespaces, fn, memo.stop_periodic))
+        for name, every, fn in loops
     ]
 
 
@@ -68,6 +72,13 @@ async def start_periodic(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None
 async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
     memo.stop_periodic.set()
     await asyncio.gather(*memo.periodic, return_exceptions=True)
+
+
+@kopf.on.resume(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
+@kopf.on.create(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
+@kopf.on.update(c.GROUP, c.VERSION, c.PLURAL, field="spec", id="vllmservice.reconcile")
+def on_vllmservice(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    reconcile(dict(body), deps=memo.deps, logger=logger)
 
 
 @kopf.index("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})

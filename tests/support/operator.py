@@ -26,6 +26,11 @@ class OperatorProcess:
             **os.environ,
             "KUBECONFIG": str(self.cluster.kubeconfig),
             "VLLM_OPERATOR_RESYNC_SECONDS": "30",
+            # The control loop with time compressed 20x: cooldowns and windows of seconds.
+            "VLLM_OPERATOR_PROMETHEUS_URL": self.cluster.prometheus_url,
+            "VLLM_OPERATOR_TUNING_INTERVAL_SECONDS": "2",
+            "VLLM_OPERATOR_TUNING_TIME_SCALE": "0.05",
+            "VLLM_OPERATOR_METRICS_WINDOW": "20s",
             **self.extra_env,
         }
         log = self.log_path.open("ab")

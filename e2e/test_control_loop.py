@@ -1,0 +1,190 @@
+"""The closed loop on the real control plane: operator -> pods -> twins -> Prometheus -> operator.
+
+Time is compressed (tests/support/operator.py: tuning every 2 s, cooldowns x0.05, 20 s windows);
+every wait is on a condition.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from tests.support.harness import Harness
+from tests.support.kube import ROOT, Cluster
+from tests.support.load import BackgroundLoad
+from tests.support.operator import OperatorProcess
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def service(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "servedModelName": "chat",
+        "gpu": {"type": "H100-80GB"},
+        "replicas": 1,
+        "budgets": {"queue": {"maxRequests": 4}, "running": {"maxSeqs": 4}},
+        "slo": {"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
+    }
+    base.update(spec)
+    return {
+        "apiVersion": "serving.vllmop.io/v1alpha1",
+        "kind": "VLLMService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": base,
+    }
+
+
+def get(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
+    obj: dict[str, Any] = json.loads(out)
+    return obj
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    conds = obj.get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == type_), {})
+
+
+def start(cluster: Cluster, harness: Harness, obj: dict[str, Any]) -> str:
+    """Apply, then wait until every replica has a ready twin that Prometheus scrapes."""
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
+    wait_until(
+        lambda: (
+            condition(get(cluster, "vllmservice", ns, name), "TuningActive").get("status") == "True"
+        ),
+        timeout=90,
+        what=f"{name}: the tuner to see usable metrics",
+    )
+    url: str = harness.service(ns, name)["url"]
+    return url
+
+
+def replicas(cluster: Cluster, ns: str, name: str) -> int:
+    return int(get(cluster, "deployment", ns, name)["spec"]["replicas"])
+
+
+def assert_spec_untouched(cluster: Cluster, ns: str, name: str) -> None:
+    """GitOps owns spec: no operator field manager may hold a spec field."""
+    out = cluster.kubectl(
+        "get", "vllmservice", name, "-n", ns, "-o", "json", "--show-managed-fields"
+    ).stdout
+    entries = json.loads(out)["metadata"]["managedFields"]
+    assert any(e["manager"] == "vllm-operator-status" for e in entries)  # the check can see us
+    for entry in entries:
+        if entry["manager"].startswith(("vllm-operator", "kopf")):
+            assert "f:spec" not in (entry.get("fieldsV1") or {}), entry
+
+
+def test_overload_adds_replicas_until_rejections_fall_under_budget(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    obj = service(
+        namespace, "overload", autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3}
+    )
+    url = start(cluster, harness, obj)
+    load = BackgroundLoad(url, rate=7, duration=150, prompt=200, output=100).start()
+    try:
+        wait_until(
+            lambda: replicas(cluster, namespace, "overload") >= 2,
+            timeout=60,
+            what="a scale-up driven by 503s",
+        )
+        svc = get(cluster, "vllmservice", namespace, "overload")
+        scale = [
+            d for d in svc["status"]["tuning"]["lastDecisions"] if d["action"] == "ScaleReplicas"
+        ]
+        assert scale and scale[0]["figures"]["rejection_ratio"] > 0.05, scale
+        assert scale[0]["fromValue"] == 1 and scale[0]["toValue"] >= 2
+
+        def under_budget() -> dict[str, Any] | None:
+            s = get(cluster, "vllmservice", namespace, "overload")["status"]
+            m = s.get("metrics", {})
+            ratio = m.get("rejectionRatio")
+            ok = ratio is not None and ratio < 0.05 and m.get("requestRate", 0) > 3
+            return s if ok and replicas(cluster, namespace, "overload") >= 2 else None
+
+        wait_until(
+            under_budget, timeout=110, what="the 503 ratio to fall under 5% at more replicas"
+        )
+        events = cluster.kubectl(
+            "get", "events", "-n", namespace, "--field-selector",
+            "involvedObject.name=overload", "-o", "json",
+        ).stdout  # fmt: skip
+        assert any(e["reason"].startswith("ScaleUp") for e in json.loads(events)["items"])
+    finally:
+        load.join(timeout=0)
+    assert replicas(cluster, namespace, "overload") <= 3  # the declared bound holds
+    assert_spec_untouched(cluster, namespace, "overload")
+
+
+def test_prometheus_outage_freezes_the_tuner_and_says_why(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    obj = service(
+        namespace, "blind", autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3}
+    )
+    start(cluster, harness, obj)
+    before = replicas(cluster, namespace, "blind")
+    script = str(ROOT / "e2e" / "cluster.sh")
+    subprocess.run([script, "prometheus", "stop"], check=True, timeout=60)
+    try:
+
+        def frozen() -> dict[str, Any] | None:
+            c = condition(get(cluster, "vllmservice", namespace, "blind"), "TuningActive")
+            return c if c.get("status") == "False" else None
+
+        cond = wait_until(frozen, timeout=30, what="TuningActive=False while Prometheus is down")
+        assert cond["reason"].startswith("HoldMetrics"), cond
+        assert "prometheus" in cond["message"].lower() or "connect" in cond["message"].lower()
+        assert replicas(cluster, namespace, "blind") == before
+    finally:
+        subprocess.run([script, "prometheus", "start"], check=True, timeout=120)
+    wait_until(
+        lambda: (
+            condition(get(cluster, "vllmservice", namespace, "blind"), "TuningActive").get("status")
+            == "True"
+        ),
+        timeout=60,
+        what="the tuner to resume once Prometheus is back",
+    )
+    assert replicas(cluster, namespace, "blind") == before
+
+
+def test_recommend_mode_records_and_leaves_the_deployment_alone(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    obj = service(
+        namespace,
+        "advice",
+        autotune={"mode": "Recommend", "bounds": {"maxRequests": {"min": 2, "max": 64}}},
+    )
+    url = start(cluster, harness, obj)
+    dep_before = get(cluster, "deployment", namespace, "advice")
+    load = BackgroundLoad(url, rate=7, duration=90, prompt=200, output=100).start()
+    try:
+
+        def recommended() -> list[dict[str, Any]]:
+            tuning = get(cluster, "vllmservice", namespace, "advice")["status"].get("tuning", {})
+            return [
+                d
+                for d in tuning.get("lastDecisions", [])
+                if d["action"] == "SetBudget" and d.get("applied") is False
+            ]
+
+        rec = wait_until(recommended, timeout=90, what="a recommended budget change in status")
+        assert rec[0]["field"] == "maxRequests" and rec[0]["toValue"] > rec[0]["fromValue"]
+    finally:
+        load.join(timeout=0)
+    dep_after = get(cluster, "deployment", namespace, "advice")
+    assert dep_after["metadata"]["generation"] == dep_before["metadata"]["generation"]
+    assert (
+        dep_after["spec"]["template"]["spec"]["containers"][0]["args"]
+        == dep_before["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert_spec_untouched(cluster, namespace, "advice")
