@@ -121,8 +121,22 @@ our_pids() {
   pgrep -f -- "^($bin|$KWOK_WORKDIR)/|^[^ ]*prometheus --config.file=$STATE/" || true
 }
 
+# Processes `make demo` started (operator, harness, load), each in its own session.
+stop_demo() {
+  local f pid
+  for f in "$STATE"/demo/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
 cmd_down() {
   local bin
+  stop_demo
   if bin=$("$ROOT/e2e/toolchain.sh" 2>/dev/null) && [ -d "$KWOK_WORKDIR/clusters/$NAME" ]; then
     PATH="$bin:$PATH" kwokctl delete cluster --name "$NAME" >"$STATE/kwokctl-delete.log" 2>&1 \
       || log "kwokctl delete cluster failed; killing what is left"
