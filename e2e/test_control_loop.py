@@ -6,6 +6,7 @@ every wait is on a condition.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from typing import Any
@@ -188,3 +189,157 @@ def test_recommend_mode_records_and_leaves_the_deployment_alone(
         == dep_before["spec"]["template"]["spec"]["containers"][0]["args"]
     )
     assert_spec_untouched(cluster, namespace, "advice")
+
+
+def decisions(cluster: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
+    tuning = get(cluster, "vllmservice", ns, name)["status"].get("tuning", {})
+    out: list[dict[str, Any]] = tuning.get("lastDecisions", [])
+    return out
+
+
+def test_replicas_return_to_min_only_after_the_stabilisation_window(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    obj = service(
+        namespace, "ebb", autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3}
+    )
+    url = start(cluster, harness, obj)
+    load = BackgroundLoad(url, rate=7, duration=35, prompt=200, output=100).start()
+    wait_until(lambda: replicas(cluster, namespace, "ebb") >= 2, timeout=60, what="the scale-up")
+    load.join(timeout=60)
+    wait_until(
+        lambda: replicas(cluster, namespace, "ebb") == 1,
+        timeout=150,
+        what="replicas back at minReplicas after the load stopped",
+    )
+    moves = [d for d in decisions(cluster, namespace, "ebb") if d["action"] == "ScaleReplicas"]
+    # stabilisation 300 s x 0.05 = 15 s between a replica change and the next scale-down
+    stab = 15.0
+    for prev, cur in itertools.pairwise(moves):
+        if cur["toValue"] < cur["fromValue"]:
+            gap = _seconds(cur["time"]) - _seconds(prev["time"])
+            assert gap >= stab - 1, (prev, cur)
+            assert cur["reason"].startswith("ScaleDown"), cur
+    assert moves[-1]["toValue"] == 1
+
+
+def _seconds(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_restart_budget_and_bounds_hold_under_steady_pressure(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    obj = service(
+        namespace,
+        "pushy",
+        budgets={"queue": {"maxRequests": 2}, "running": {"maxSeqs": 4}},
+        autotune={
+            "mode": "Auto",
+            "bounds": {"maxRequests": {"min": 2, "max": 4}},
+            "maxRestartsPerHour": 1,
+        },
+    )
+    url = start(cluster, harness, obj)
+    load = BackgroundLoad(url, rate=12, duration=200, prompt=200, output=100).start()
+    try:
+        # The first retune: 2 -> 4 (x2 at most, and 4 is the bound), a restart with the new flag.
+        def raised() -> bool:
+            args = get(cluster, "deployment", namespace, "pushy")["spec"]["template"]["spec"][
+                "containers"
+            ][0]["args"]
+            return args[args.index("--max-num-queued-reqs") + 1] == "4"
+
+        wait_until(raised, timeout=90, what="maxRequests raised to its bound")
+        # new twins run the new flag
+        wait_until(
+            lambda: any(
+                "--max-num-queued-reqs" in t["args"]
+                and t["args"][t["args"].index("--max-num-queued-reqs") + 1] == "4"
+                for t in harness.ready_twins(namespace, "pushy").values()
+            ),
+            timeout=60,
+            what="a twin running with --max-num-queued-reqs 4",
+        )
+
+        # Pressure continues; the bound and the budget of 1 restart/hour must hold.
+        def pinned() -> list[dict[str, Any]]:
+            return [
+                d
+                for d in decisions(cluster, namespace, "pushy")
+                if d["reason"] in ("RestartBudgetExhausted", "BudgetAtBound")
+            ]
+
+        wait_until(pinned, timeout=120, what="a Hold naming the restart budget or the bound")
+    finally:
+        load.join(timeout=0)
+    status = get(cluster, "vllmservice", namespace, "pushy")["status"]
+    assert len(status["tuning"].get("restartTimes", [])) == 1
+    overrides = status["tuning"].get("overrides", {})
+    assert overrides.get("maxRequests") == 4
+    assert_spec_untouched(cluster, namespace, "pushy")
+
+
+def flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    # L4 + a 3B model with 128 sequences decoding: each step carries the whole batch, so ITL
+    # p95 (~90 ms in the twin) is over a 75 ms SLO while nothing is refused.
+    obj = service(
+        namespace,
+        "chatty",
+        model="Qwen/Qwen2.5-3B-Instruct",
+        gpu={"type": "L4"},
+        budgets={"running": {"maxSeqs": 128, "maxActiveSeqs": 128}},
+        slo={"itlP95": "75ms", "maxRejectionRatio": 0.05},
+        autotune={
+            "mode": "Auto",
+            "bounds": {"maxActiveSeqs": {"min": 16, "max": 128}},
+            "maxRestartsPerHour": 2,
+        },
+    )
+    url = start(cluster, harness, obj)
+    load = BackgroundLoad(url, rate=5, duration=240, prompt=64, output=400).start()
+    try:
+
+        def lowered() -> int | None:
+            dep = get(cluster, "deployment", namespace, "chatty")
+            value = flag(
+                dep["spec"]["template"]["spec"]["containers"][0]["args"], "--max-num-active-seqs"
+            )
+            return int(value) if value and int(value) < 128 else None
+
+        try:
+            active = wait_until(lowered, timeout=150, what="maxActiveSeqs lowered for ITL")
+        except AssertionError as exc:
+            recent = decisions(cluster, namespace, "chatty")[-3:]
+            raise AssertionError(f"{exc}; last decisions: {recent}") from None
+        assert active >= 16
+        svc = get(cluster, "vllmservice", namespace, "chatty")
+        moves = [d for d in svc["status"]["tuning"]["lastDecisions"] if d["action"] == "SetBudget"]
+        assert moves and moves[0]["field"] == "maxActiveSeqs", moves
+        assert moves[0]["figures"]["itl_p95"] > 0.075
+        wait_until(
+            lambda: any(
+                flag(t["args"], "--max-num-active-seqs") == str(active)
+                for t in harness.ready_twins(namespace, "chatty").values()
+            ),
+            timeout=60,
+            what=f"a twin running --max-num-active-seqs {active}",
+        )
+
+        def recovered() -> float | None:
+            s = get(cluster, "vllmservice", namespace, "chatty")["status"]
+            itl = s.get("metrics", {}).get("itlP95Seconds")
+            return itl if itl is not None and itl < 0.075 else None
+
+        wait_until(recovered, timeout=120, what="ITL p95 back under the 75 ms SLO")
+    finally:
+        load.join(timeout=0)
+    assert_spec_untouched(cluster, namespace, "chatty")

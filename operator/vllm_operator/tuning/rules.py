@@ -72,11 +72,11 @@ def running_too_big(i: Inputs) -> Decision | None:
     itl_over, preempting = signals.over(i, "itl"), signals.preempting(i)
     if not (itl_over or preempting):
         return None
-    if i.active_cap is not None and not signals.at_active_cap(i):
-        return None  # the cap does not bind: lowering it changes nothing (rule 7 may scale)
     factor = i.settings.headroom  # preemptions: aim at 80% of the cap
     if itl_over:
         factor = min(factor, _latency_factor(i, i.snapshot.itl_p95, i.targets.itl))
+    if i.active_cap is not None and not signals.cap_would_bind(i, factor):
+        return None  # the lowered cap would still sit above the batch: no effect (rule 7 may scale)
     rate = i.snapshot.preemption_rate or 0.0
     cause = signals.latency_phrase(i, "itl") if itl_over else f"{rate:.3g} preemptions/s"
     diagnosis = f"{cause} with {signals.running_phrase(i)}"

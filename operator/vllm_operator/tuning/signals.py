@@ -8,6 +8,7 @@ read as zero.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from vllm_operator.tuning.inputs import Inputs
@@ -106,6 +107,17 @@ def at_active_cap(i: Inputs) -> bool:
     """Running per pod is near the active cap, so the cap is what limits the decode batch."""
     running, cap = i.per_pod(i.snapshot.running), i.active_cap
     return running is not None and cap is not None and running >= i.settings.near_cap * cap
+
+
+def cap_would_bind(i: Inputs, factor: float) -> bool:
+    """Lowering the active cap to `factor` x cap would cut the decode batch pods run now.
+
+    A fixed "near the cap" threshold misses the common case of ITL over SLO at, say, 80% of a
+    generous cap: a cut that lands below the current batch does shrink it.
+    """
+    running, cap = i.per_pod(i.snapshot.running), i.active_cap
+    # budget moves round down to whole sequences, so compare with the value that would be set
+    return running is not None and cap is not None and running > math.floor(factor * cap)
 
 
 def requests_wait(i: Inputs) -> bool:

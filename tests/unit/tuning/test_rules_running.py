@@ -25,11 +25,13 @@ def lower(to: int, reason: str = "LowerActiveSeqsITL") -> tuple[Any, ...]:
         ({}, {"itl_p95": 0.051, "running": at_cap()}, lower(6)),  # 8 x 0.8 x 50/51 = 6.27
         ({}, {"itl_p95": 0.05, "running": at_cap()}, WITHIN),  # at the SLO is within it
         ({}, {"itl_p95": 0.5, "running": at_cap()}, lower(4)),  # the /2 step caps it
-        # The cap does not bind: lowering it changes nothing, so rule 7 scales instead.
-        ({}, {"itl_p95": 0.051, "running": at_cap(6.3)}, SCALE_UP),
+        # A cut that lands below the current batch binds even short of the cap (6.3 > 6) ...
+        ({}, {"itl_p95": 0.051, "running": at_cap(6.3)}, lower(6)),
+        # ... one that would stay above it changes nothing, so rule 7 scales instead.
+        ({}, {"itl_p95": 0.051, "running": at_cap(6.0)}, SCALE_UP),
         # Preemptions with the cap binding: 80% of the cap, whatever ITL says.
         ({}, {"preemption_rate": 0.01, "running": at_cap()}, lower(6, "LowerActiveSeqsPreemption")),
-        ({}, {"preemption_rate": 0.01, "running": at_cap(6.3)}, WITHIN),
+        ({}, {"preemption_rate": 0.01, "running": at_cap(6.0)}, WITHIN),
         # Fallbacks: a pinned bound, autotune Off, no known cap -> more replicas.
         (
             {"autotune": {"bounds": {"maxActiveSeqs": {"min": 8}}}},
