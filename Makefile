@@ -33,10 +33,27 @@ lint: install ## ruff, ruff format --check, mypy --strict, import-linter, genera
 	mypy
 	lint-imports
 	python -m vllm_operator.tools.gen_crds --check
+	python -m vllm_operator.tools.gen_docs --check
 
 .PHONY: crds
 crds: install ## Regenerate crds/ (and the chart's copy) from the pydantic models
 	python -m vllm_operator.tools.gen_crds
+
+.PHONY: docs
+docs: install ## Regenerate docs/crd-reference.md from the API models
+	python -m vllm_operator.tools.gen_docs
+
+.PHONY: chart-lint
+chart-lint: install ## helm lint and goldens, rule checks (promtool), Dockerfile (hadolint)
+	pytest tests/chart/test_chart_render.py tests/chart/test_prometheus_rules.py tests/chart/test_image.py tests/chart/test_docs.py
+
+.PHONY: image
+image: ## Build the operator image (needs a container engine; none on the dev machines)
+	docker build -t vllm-operator:$$(python -c 'import yaml;print(yaml.safe_load(open("charts/vllm-operator/Chart.yaml"))["appVersion"])') .
+
+.PHONY: bench-operator
+bench-operator: install ## Operator scale benchmark on the local cluster (figures in bench/results/)
+	eval "$$(e2e/cluster.sh env)" && python bench/operator_scale.py
 
 .PHONY: golden
 golden: install ## Refresh the golden renderings of examples/ (review the diff!)

@@ -62,6 +62,11 @@ class OperatorConfig(BaseModel):
         le=65535,
         description="Port of the operator's own /metrics (vllm_operator_*); off when unset.",
     )
+    metrics_address: str = Field(
+        default="0.0.0.0",
+        min_length=1,
+        description="Address the /metrics port binds (the pod's; 127.0.0.1 outside a pod).",
+    )
     tuning_time_scale: float = Field(
         default=1.0,
         gt=0,

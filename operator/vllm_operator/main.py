@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from typing import Any
 
@@ -16,13 +17,11 @@ import kopf
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.deps import Deps, build_deps
+from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.periodic import run_periodically
 from vllm_operator.handlers.reconcile import Seen, reconcile, reconcile_by_name
 from vllm_operator.handlers.tune import tune
 from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
-
-# Timer intervals are fixed at registration, before start-up runs: the one setting read here.
-RESYNC_SECONDS = float(os.environ.get("VLLM_OPERATOR_RESYNC_SECONDS", "300"))
 
 
 @kopf.on.startup()
@@ -40,15 +39,32 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.execution.max_workers = 32
     deps = memo.deps = build_deps(os.environ)
     if deps.cfg.metrics_port is not None:
-        serve_metrics(deps.cfg.metrics_port)
+        serve_metrics(deps.cfg.metrics_port, deps.cfg.metrics_address)
     start_periodic(memo, deps)
 
 
 def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
-    """Drift resync and tuning passes, from operator-wide loops (no per-object finalizers)."""
+    """Drift resync and tuning passes, from operator-wide loops (no per-object finalizers).
+
+    With kopf peering (HA) only the replica holding the Lease runs them.
+    """
     log = logging.getLogger("vllm_operator")
     memo.stop_periodic = asyncio.Event()
     namespaces: tuple[str, ...] = tuple(getattr(memo, "namespaces", ()))  # set by `run -n`
+    tasks = []
+    gate: LeaseGate | None = None
+    if getattr(memo, "peering", None):
+        gate = LeaseGate(
+            deps.kube,
+            namespace=os.environ.get("POD_NAMESPACE")
+            or (namespaces[0] if namespaces else "default"),
+            name=f"{memo.peering}-loops",
+            identity=os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}",
+        )
+        tasks.append(asyncio.create_task(gate.keep(memo.stop_periodic, deps.clock)))
+
+    def active() -> bool:
+        return gate is None or gate.held
 
     def resync(body: dict[str, Any]) -> None:
         reconcile(body, deps=deps, logger=log)
@@ -59,13 +75,13 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
         RECONCILE_SECONDS.labels("tune").observe(time.monotonic() - started)
 
     loops = [
-        ("resync", RESYNC_SECONDS, resync),
+        ("resync", deps.cfg.resync_seconds, resync),
         ("tune", deps.cfg.tuning_interval_seconds, tune_one),
     ]
-    memo.periodic = [
-        asyncio.create_task(run_periodically(name, every, deps, namespaces, fn, memo.stop_periodic))
-        for name, every, fn in loops
-    ]
+    for name, every, fn in loops:
+        loop = run_periodically(name, every, deps, namespaces, fn, memo.stop_periodic, active)
+        tasks.append(asyncio.create_task(loop))
+    memo.periodic = tasks
 
 
 @kopf.on.cleanup()

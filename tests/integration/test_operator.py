@@ -284,3 +284,23 @@ def test_no_finalizer_so_deletion_needs_no_running_operator(
         )
     finally:
         operator_process.start()
+
+
+def test_only_one_replica_holds_the_loops_lease(cluster: Cluster, namespace: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from vllm_operator.handlers.leader import LeaseGate
+    from vllm_operator.k8s.client import KubeClient
+
+    kube = KubeClient(cluster.api)
+    now = datetime.now(UTC)
+    a = LeaseGate(kube, namespace, "loops", identity="a", duration=30)
+    b = LeaseGate(kube, namespace, "loops", identity="b", duration=30)
+    assert a.try_hold(now) and a.held
+    assert not b.try_hold(now + timedelta(seconds=5)) and not b.held
+    assert a.try_hold(now + timedelta(seconds=10))  # renewal
+    # a stops renewing: after the lease duration b takes over, and a learns it lost it
+    assert b.try_hold(now + timedelta(seconds=45))
+    assert not a.try_hold(now + timedelta(seconds=50))
+    lease = kube.get("coordination.k8s.io/v1", "Lease", namespace, "loops")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "b"

@@ -66,7 +66,8 @@ class OperatorProcess:
 
 
 def install_crds(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    # --force-conflicts: a chart install (helm applies its crds/ server-side) may co-own the CRD
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     cluster.kubectl(
         "wait", "--for=condition=Established", "crd/vllmservices.serving.vllmop.io", "--timeout=60s"
     )

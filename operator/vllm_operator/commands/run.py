@@ -19,6 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--peering", default=None, help="kopf peering object for HA (default: standalone)"
     )
     parser.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="kopf peering priority; with --peering the highest live priority is active",
+    )
+    parser.add_argument(
         "--liveness",
         default="http://127.0.0.1:8080/healthz",
         help="liveness endpoint URL (default: %(default)s)",
@@ -36,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
             namespaces=list(args.namespace),
             standalone=args.peering is None,
             peering_name=args.peering,
+            priority=args.priority,
             liveness_endpoint=args.liveness or None,
-            memo=kopf.Memo(namespaces=tuple(args.namespace)),
+            memo=kopf.Memo(namespaces=tuple(args.namespace), peering=args.peering),
         )
     )
     return 0

@@ -33,9 +33,17 @@ async def run_periodically(
     namespaces: tuple[str, ...],
     action: Callable[[dict[str, Any]], None],
     stop: asyncio.Event,
+    active: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Every `interval`, call `action` for each live VLLMService, spread evenly over the period."""
+    """Every `interval`, call `action` for each live VLLMService, spread evenly over the period.
+
+    `active` says whether this replica may write now (HA: it holds the lease); a standby keeps
+    its rhythm but acts on nothing.
+    """
     while not stop.is_set():
+        if not active():
+            await _sleep_or_stop(stop, min(interval, 5.0))
+            continue
         started = asyncio.get_running_loop().time()
         try:
             bodies = await asyncio.to_thread(list_services, deps, namespaces)
@@ -45,8 +53,8 @@ async def run_periodically(
         live = [b for b in bodies if not b["metadata"].get("deletionTimestamp")]
         gap = interval / max(1, len(live))
         for body in live:
-            if stop.is_set():
-                return
+            if stop.is_set() or not active():
+                break
             try:
                 await asyncio.to_thread(action, body)
             except Exception:

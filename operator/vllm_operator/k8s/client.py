@@ -28,6 +28,7 @@ RESOURCES: dict[tuple[str, str], str] = {
     ("apps/v1", "ReplicaSet"): "replicasets",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitors",
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitors",
+    ("coordination.k8s.io/v1", "Lease"): "leases",
     (c.API_VERSION, c.KIND): c.PLURAL,
 }
 
@@ -131,6 +132,17 @@ class KubeClient:
             query=[("fieldManager", field_manager), ("force", "true")],
             content_type=APPLY,
         )
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        path = resource_path(obj["apiVersion"], obj["kind"], meta.get("namespace"))
+        return self._request("POST", path, body=obj)
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT: fails with 409 when obj's resourceVersion is no longer current."""
+        meta = obj["metadata"]
+        path = resource_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        return self._request("PUT", path, body=obj)
 
     def emit_event(
         self,

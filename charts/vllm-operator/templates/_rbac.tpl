@@ -1,0 +1,44 @@
+{{/*
+Rules for what the operator reads and writes in a watched namespace (k8s/client.py and kopf):
+- VLLMServices: kopf lists/watches them and patches its annotations; status by server-side apply;
+  finalizers/update lets children carry blockOwnerDeletion owner references where the
+  OwnerReferencesPermissionEnforcement admission plugin is on.
+- children by server-side apply (get to compare, create+patch to apply); never update or delete:
+  garbage collection removes them through their owner references.
+- Deployments also list/watch: a kopf event handler follows the children's rollouts.
+- Pods: list/watch, kopf indexes the operator's pods and follows unschedulable ones (Degraded).
+- Events: create (the operator's and kopf's own).
+*/}}
+{{- define "vllm-operator.namespacedRules" -}}
+- apiGroups: [serving.vllmop.io]
+  resources: [vllmservices]
+  verbs: [get, list, watch, patch]
+- apiGroups: [serving.vllmop.io]
+  resources: [vllmservices/status]
+  verbs: [get, patch]
+- apiGroups: [serving.vllmop.io]
+  resources: [vllmservices/finalizers]
+  verbs: [update]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create, patch]
+- apiGroups: [monitoring.coreos.com]
+  resources: [servicemonitors, podmonitors]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end -}}
+
+{{/* kopf's cluster-scoped needs: CRD list/watch (resource discovery). */}}
+{{- define "vllm-operator.clusterRules" -}}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- end -}}

@@ -1,0 +1,90 @@
+"""One active writer for the operator-wide loops in HA mode, through a coordination Lease.
+
+kopf's peering pauses the handlers of standby replicas, but not loops the operator runs itself
+(drift resync, tuning); without a gate every replica would tune every service. The Lease is the
+Kubernetes-native lock: whoever renewed it within `duration` holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from vllm_operator.k8s.client import KubeClient
+
+log = logging.getLogger("vllm_operator.leader")
+LEASE_API = "coordination.k8s.io/v1"
+
+
+def _stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_is_free(lease: dict[str, Any], identity: str, now: datetime, duration: float) -> bool:
+    """Ours already, never held, or not renewed within its duration (pure)."""
+    spec = lease.get("spec") or {}
+    holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
+    if not holder or holder == identity or not renewed:
+        return True
+    last = datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
+    return (now - last) > timedelta(seconds=duration)
+
+
+@dataclass
+class LeaseGate:
+    kube: KubeClient
+    namespace: str
+    name: str
+    identity: str
+    duration: float = 30.0
+    held: bool = False
+
+    def try_hold(self, now: datetime) -> bool:
+        """Acquire or renew; False when another replica holds a live lease (or on a race)."""
+        lease = self.kube.get(LEASE_API, "Lease", self.namespace, self.name)
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.duration),
+            "renewTime": _stamp(now),
+        }
+        try:
+            if lease is None:
+                self.kube.create(
+                    {
+                        "apiVersion": LEASE_API,
+                        "kind": "Lease",
+                        "metadata": {"name": self.name, "namespace": self.namespace},
+                        "spec": {**spec, "acquireTime": _stamp(now)},
+                    }
+                )
+            elif lease_is_free(lease, self.identity, now, self.duration):
+                # replace() carries resourceVersion: two replicas racing here, one gets a 409.
+                self.kube.replace({**lease, "spec": {**lease.get("spec", {}), **spec}})
+            else:
+                self.held = False
+                return False
+        except ApiException as exc:
+            if exc.status not in (409, 422):
+                raise
+            self.held = False
+            return False
+        if not self.held:
+            log.info("holding lease %s/%s as %s", self.namespace, self.name, self.identity)
+        self.held = True
+        return True
+
+    async def keep(self, stop: asyncio.Event, clock: Any) -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.to_thread(self.try_hold, clock())
+            except Exception:  # an API blip: assume we lost it rather than write twice
+                log.exception("lease renewal failed")
+                self.held = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.duration / 3)

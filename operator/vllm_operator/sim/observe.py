@@ -1,0 +1,344 @@
+"""What Prometheus would see of a simulated fleet, and the MetricsSnapshot the operator builds.
+
+The control-loop benchmark feeds `decide()` the same snapshot the operator would get, so this
+module reproduces the chain scrape -> PromQL -> `metrics.snapshot.build_snapshot`:
+
+- `PodHistograms` keeps one replica's `vllm:*` histograms (cumulative bucket counts with vLLM
+  0.33's default bounds, `sim/server/buckets.py`), fed from finished requests; `ObservedFleet`
+  is a Fleet that feeds them as requests finish.
+- `ScrapeStore.scrape(now, targets)` records one scrape of every target: gauges, counters and
+  buckets of a pod that answers, or a failed scrape (`None`, Prometheus' `up` 0): a pod still
+  loading its model or draining after SIGTERM.
+- `ScrapeStore.answers(now, window)` evaluates the operator's queries (docs/metrics.md) the way
+  Prometheus does: `rate()` with its extrapolation to the window edges, `histogram_quantile()`
+  interpolating inside buckets, `avg_over_time()` per series then summed, over the left-open
+  range (now - window, now]; instant queries see only targets of the latest scrape (a vanished
+  target's series are stale). Series of pods gone within the window still count in range
+  queries, as in Prometheus.
+- `observe_snapshot(...)` hands the answers to the operator's own `build_snapshot`, so quality
+  verdicts (partial while new pods load, stale, no traffic) are the operator's.
+
+Simplifications: every target is scraped at the same instants (Prometheus spreads them over the
+interval); TTFT is observed when the request finishes, with the other per-request histograms
+(vLLM observes it at the first token, so a scrape can lag by the request's decode time).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from vllm_operator.metrics.queries import HISTOGRAMS, Figure
+from vllm_operator.metrics.snapshot import build_snapshot
+from vllm_operator.metrics.vectors import Sample
+from vllm_operator.sim.engine import RequestEvent, RequestRecord
+from vllm_operator.sim.fleet import Fleet, Replica
+from vllm_operator.sim.server import buckets
+from vllm_operator.sim.server.vllm_metrics import ADMISSION_REASONS
+from vllm_operator.tuning.model import FleetView, MetricsSnapshot
+
+SCRAPE_INTERVAL = 15.0  # Prometheus' default scrape_interval is 1m; monitors usually set 15s
+NAMESPACE, SERVICE = "bench", "svc"  # labels only: one service per store
+QUANTILE = 0.95
+
+# figure -> (bucket upper bounds, the record's value); histograms of docs/metrics.md
+_BOUNDS: dict[str, tuple[float, ...]] = {
+    "ttft_p95": buckets.TIME_TO_FIRST_TOKEN,
+    "itl_p95": buckets.INTER_TOKEN_LATENCY,
+    "queue_time_p95": buckets.REQUEST_LATENCY,
+    "e2e_p95": buckets.REQUEST_LATENCY,
+}
+_ONE_VALUE: dict[str, Callable[[RequestRecord], float]] = {
+    "ttft_p95": lambda r: r.ttft,
+    "queue_time_p95": lambda r: r.queue_time,
+    "e2e_p95": lambda r: r.e2e,
+}
+_POD_GAUGES: tuple[tuple[Figure, str], ...] = (
+    ("pod_running", "running"),
+    ("pod_waiting", "waiting"),
+    ("pod_kv_usage", "kv_usage"),
+)
+REJECTED = tuple(f"rejected:{reason}" for reason in ADMISSION_REASONS)
+COUNTERS = ("success", "preemptions", "prompt_tokens", *REJECTED)
+
+
+class PodHistograms:
+    """One pod's latency histograms: per-bucket counts, the +Inf bucket last."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {f: [0] * (len(b) + 1) for f, b in _BOUNDS.items()}
+
+    def observe(self, record: RequestRecord) -> None:
+        for figure, value_of in _ONE_VALUE.items():
+            # `le` is inclusive: a value equal to a bound belongs to that bound's bucket
+            self.counts[figure][bisect.bisect_left(_BOUNDS[figure], value_of(record))] += 1
+        gaps = sorted(record.itls)  # one observation per gap, as vLLM's ITL histogram
+        if gaps:
+            counts, done = self.counts["itl_p95"], 0
+            for i, bound in enumerate(_BOUNDS["itl_p95"]):
+                upto = bisect.bisect_right(gaps, bound)
+                counts[i] += upto - done
+                done = upto
+            counts[-1] += len(gaps) - done
+
+    def cumulative(self) -> dict[str, tuple[int, ...]]:
+        return {f: tuple(itertools.accumulate(c)) for f, c in self.counts.items()}
+
+
+@dataclass(frozen=True)
+class PodSample:
+    """What one successful scrape of a pod returned."""
+
+    time: float
+    running: float
+    waiting: float
+    kv_usage: float
+    counters: Mapping[str, float]  # COUNTERS
+    buckets: Mapping[str, tuple[int, ...]]  # figure -> cumulative counts, +Inf last
+
+
+# --------------------------------------------------------------------------- PromQL functions
+def extrapolated_rate(points: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Prometheus' rate() of a counter over (start, end]; needs at least two points.
+
+    Counter resets add the value before the reset. The increase is extrapolated towards each
+    edge by up to half a mean sample interval (further only when the first/last sample sits
+    within 1.1 intervals of the edge), and never below the counter's zero.
+    """
+    (t0, v0), (t1, v1) = points[0], points[-1]
+    increase = v1 - v0
+    for (_, before), (_, after) in itertools.pairwise(points):
+        if after < before:
+            increase += before
+    sampled = t1 - t0
+    average = sampled / (len(points) - 1)
+    to_start, to_end = t0 - start, end - t1
+    if to_start >= average * 1.1:
+        to_start = average / 2
+    if increase > 0 and v0 >= 0:
+        to_start = min(to_start, sampled * v0 / increase)
+    if to_end >= average * 1.1:
+        to_end = average / 2
+    return increase * (sampled + to_start + to_end) / sampled / (end - start)
+
+
+def bucket_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float:
+    """histogram_quantile(q) over cumulative bucket values whose last one is the +Inf bucket."""
+    total = cumulative[-1]
+    if total <= 0 or math.isnan(total):
+        return math.nan
+    rank = q * total
+    b = next(i for i, c in enumerate(cumulative) if c >= rank)
+    if b == len(bounds):  # the +Inf bucket: Prometheus answers the highest finite bound
+        return bounds[-1]
+    start = 0.0 if b == 0 else bounds[b - 1]
+    below = 0.0 if b == 0 else cumulative[b - 1]
+    count = cumulative[b] - below
+    return start + (bounds[b] - start) * ((rank - below) / count if count else 0.0)
+
+
+# ------------------------------------------------------------------------------------- store
+@dataclass
+class ScrapeStore:
+    """Samples per pod, kept `retention` seconds; the targets of the latest scrape."""
+
+    retention: float = 900.0
+    series: dict[str, list[PodSample]] = field(default_factory=dict)
+    targets: dict[str, bool] = field(default_factory=dict)  # pod -> up at the latest scrape
+
+    def scrape(self, now: float, targets: Mapping[str, PodSample | None]) -> None:
+        self.targets = {pod: sample is not None for pod, sample in targets.items()}
+        for pod, sample in targets.items():
+            if sample is not None:
+                self.series.setdefault(pod, []).append(sample)
+        horizon = now - self.retention
+        for pod in list(self.series):
+            kept = [s for s in self.series[pod] if s.time > horizon]
+            if kept:
+                self.series[pod] = kept
+            else:
+                del self.series[pod]
+
+    def answers(self, now: float, window: float) -> dict[Figure, list[Sample]]:
+        """The instant vectors the operator's queries (queries.py) would get at `now`."""
+        start = now - window
+        ranged = {
+            pod: in_range
+            for pod, samples in self.series.items()
+            if (in_range := [s for s in samples if start < s.time <= now])
+        }
+        out: dict[Figure, list[Sample]] = {
+            "pod_up": [Sample({"pod": p}, 1.0 if up else 0.0) for p, up in self.targets.items()],
+            "pod_sample_age": [
+                Sample({"pod": p}, now - self.series[p][-1].time)
+                for p, up in self.targets.items()
+                if up and p in self.series
+            ],
+        }
+        rates = _counter_rates(ranged, start, now)
+        out["admitted_rate"] = _single(rates.get("success"))
+        out["rejection_rate_by_reason"] = [
+            Sample({"reason": reason}, rates[f"rejected:{reason}"])
+            for reason in ADMISSION_REASONS
+            if f"rejected:{reason}" in rates
+        ]
+        out["preemption_rate"] = _single(rates.get("preemptions"))
+        success, prompt = rates.get("success"), rates.get("prompt_tokens")
+        out["prompt_tokens_per_request"] = _single(
+            None if success is None or prompt is None else _divide(prompt, success)
+        )
+        for figure in HISTOGRAMS:
+            out[figure] = _single(_quantile(ranged, figure, start, now))
+        means = {
+            gauge: {p: sum(getattr(s, gauge) for s in ss) / len(ss) for p, ss in ranged.items()}
+            for gauge in ("running", "waiting", "kv_usage")
+        }
+        out["running"] = _single(sum(means["running"].values()) if ranged else None)
+        out["waiting"] = _single(sum(means["waiting"].values()) if ranged else None)
+        out["kv_usage"] = _single(max(means["kv_usage"].values()) if ranged else None)
+        for figure, gauge in _POD_GAUGES:
+            out[figure] = [Sample({"pod": p}, v) for p, v in means[gauge].items()]
+        return out
+
+
+def _counter_rates(
+    ranged: Mapping[str, list[PodSample]], start: float, end: float
+) -> dict[str, float]:
+    """sum(rate(counter)) per counter; absent when no series has two samples in range."""
+    out: dict[str, float] = {}
+    for samples in ranged.values():
+        if len(samples) < 2:
+            continue
+        for name in COUNTERS:
+            points = [(s.time, s.counters[name]) for s in samples]
+            out[name] = out.get(name, 0.0) + extrapolated_rate(points, start, end)
+    return out
+
+
+def _quantile(
+    ranged: Mapping[str, list[PodSample]], figure: str, start: float, end: float
+) -> float | None:
+    """histogram_quantile(0.95, sum by (le) (rate(bucket))); None without any series."""
+    summed: list[float] | None = None
+    for samples in ranged.values():
+        if len(samples) < 2:
+            continue
+        width = len(samples[0].buckets[figure])
+        rates = [
+            extrapolated_rate([(s.time, s.buckets[figure][i]) for s in samples], start, end)
+            for i in range(width)
+        ]
+        summed = rates if summed is None else [a + b for a, b in zip(summed, rates, strict=True)]
+    if summed is None:
+        return None
+    # Extrapolation towards zero differs per bucket, so the sum can dip: Prometheus carries the
+    # maximum forward before interpolating (ensureMonotonic).
+    return bucket_quantile(QUANTILE, _BOUNDS[figure], list(itertools.accumulate(summed, max)))
+
+
+def _divide(a: float, b: float) -> float:
+    # PromQL division: x/0 is +Inf, 0/0 is NaN
+    if b:
+        return a / b
+    return math.nan if a == 0 else math.inf
+
+
+def _single(value: float | None) -> list[Sample]:
+    return [] if value is None else [Sample({}, value)]
+
+
+# ------------------------------------------------------------------------------ the fleet
+def pod_name(replica_id: int) -> str:
+    return f"vllm-{replica_id}"
+
+
+class ObservedFleet(Fleet):
+    """A Fleet whose finished requests feed each replica's histograms as they finish.
+
+    Finished events are tapped where the engines produce them (`_advance_engines`): the public
+    `advance_to` also re-delivers events buffered during resizes, which would count them twice.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.histograms: dict[int, PodHistograms] = {}
+        super().__init__(*args, **kwargs)
+
+    def _advance_engines(self, now: float) -> list[tuple[int, RequestEvent]]:
+        out = super()._advance_engines(now)
+        for replica, event in out:
+            if event.record is not None:
+                self.histograms.setdefault(replica, PodHistograms()).observe(event.record)
+        return out
+
+
+def read_pod(replica: Replica, histograms: PodHistograms | None, now: float) -> PodSample:
+    stats = replica.engine.stats()
+    counters = {
+        "success": float(sum(stats.request_success.values())),
+        "preemptions": float(stats.preemptions),
+        "prompt_tokens": float(stats.prompt_tokens),
+    }
+    for reason in ADMISSION_REASONS:
+        counters[f"rejected:{reason}"] = float(stats.rejections.get(reason, 0))
+    return PodSample(
+        time=now,
+        running=float(stats.num_running),
+        waiting=float(stats.num_waiting),
+        kv_usage=stats.kv_usage,
+        counters=counters,
+        buckets=(histograms or PodHistograms()).cumulative(),
+    )
+
+
+def scrape_fleet(store: ScrapeStore, fleet: ObservedFleet, now: float) -> None:
+    """One scrape of every pod: only ready replicas answer (loading and draining ones refuse).
+
+    Call it with the fleet advanced to `now` (the runner's on_tick is), so gauges are current.
+    """
+    store.scrape(
+        now,
+        {
+            pod_name(r.id): read_pod(r, fleet.histograms.get(r.id), now)
+            if r.state == "ready"
+            else None
+            for r in fleet.live
+        },
+    )
+
+
+def fleet_view(fleet: Fleet) -> FleetView:
+    """The Deployment's status: desired = replicas asked for, updated = on the current flags."""
+    active = fleet.active
+    updated = sum(1 for r in active if r.config == fleet.config)
+    ready = sum(1 for r in active if r.state == "ready")
+    return FleetView(
+        desired=len(active), ready=ready, updated=updated, rolling=updated < len(active)
+    )
+
+
+def observe_snapshot(
+    store: ScrapeStore,
+    fleet: Fleet,
+    now: float,
+    *,
+    window: float,
+    epoch: datetime,
+    stale_after: float,
+) -> MetricsSnapshot:
+    """The snapshot the operator's tuning pass would build at virtual time `now`."""
+    view = fleet_view(fleet)
+    return build_snapshot(
+        store.answers(now, window),
+        namespace=NAMESPACE,
+        name=SERVICE,
+        window_seconds=window,
+        now=epoch + timedelta(seconds=now),
+        expected_pods=view.desired,
+        fleet=view,
+        stale_after=stale_after,
+    )

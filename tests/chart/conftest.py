@@ -1,0 +1,16 @@
+"""Fixtures of the chart tier."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chart.support import Helm, toolchain_bin
+
+
+@pytest.fixture(scope="session")
+def helm_bin() -> Helm:
+    """helm without a cluster: lint and template."""
+    binary = toolchain_bin() / "helm"
+    if not binary.exists():
+        pytest.fail(f"{binary} missing: run `make toolchain`", pytrace=False)
+    return Helm(binary)

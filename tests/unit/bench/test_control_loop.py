@@ -1,0 +1,80 @@
+"""The control-loop benchmark: a smoke run of the one command, and the scoring it relies on."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from bench.control_loop.__main__ import main
+from bench.control_loop.harness import Controls
+from bench.control_loop.measure import window_share, window_stats
+
+from vllm_operator.sim.engine import EngineConfig, RequestRecord
+from vllm_operator.sim.fleet import Fleet
+from vllm_operator.sim.report import Slo
+from vllm_operator.sim.runner import RunRecord
+
+from ..sim.helpers import H100, LLAMA8
+
+ARGS = ["--quick", "--duration", "600", "--jobs", "1"]
+
+
+def _outcomes(path: Path) -> list[dict[str, object]]:
+    data = json.loads((path / "control_loop.json").read_text())
+    out = []
+    for scenario in data["scenarios"]:
+        for outcome in scenario["outcomes"].values():
+            outcome.pop("wall_seconds")
+            out.append(outcome)
+    return out
+
+
+@pytest.mark.timeout(60)
+def test_quick_run_writes_every_policy_and_is_reproducible(tmp_path: Path) -> None:
+    assert main([*ARGS, "--out", str(tmp_path / "a")]) == 0
+    table = (tmp_path / "a" / "control_loop.md").read_text()
+    for name in ("oracle (bound)", "static-mean", "static-peak", "hpa-waiting", "kpa-running",
+                 "ours-replicas", "ours-full"):  # fmt: skip
+        assert f"| {name} |" in table
+    assert "GPU-hours <= 1.10x the oracle" in table
+    assert (tmp_path / "a" / "control_loop.timeline.png").stat().st_size > 0
+    assert (tmp_path / "a" / "control_loop.tradeoff.png").stat().st_size > 0
+    assert main([*ARGS, "--no-plots", "--out", str(tmp_path / "b")]) == 0
+    assert _outcomes(tmp_path / "a") == _outcomes(tmp_path / "b")
+
+
+def _rec(arrival: float, ttft: float | None, gaps: tuple[float, ...] = ()) -> RunRecord:
+    if ttft is None:
+        return RunRecord("r", arrival, 10, 10, None, "rejected", "max_num_queued_reqs")
+    times = [arrival + ttft]
+    for gap in gaps:
+        times.append(times[-1] + gap)
+    record = RequestRecord(
+        "r", arrival, arrival, arrival + ttft, times[-1], 10, len(times), 0, "length", tuple(times)
+    )
+    return RunRecord("r", arrival, 10, len(times), 0, "ok", None, record)
+
+
+def test_a_window_meets_the_slo_when_95_percent_are_within_it() -> None:
+    slo = Slo(ttft=1.0, itl=0.1)
+    good = [_rec(float(i), 0.5, (0.05,)) for i in range(19)]
+    # minute 0: 19 good and one 503 (95%); minute 1: 18 good and two 503s (90%)
+    first = [*good, _rec(30.0, None)]
+    second = [_rec(60.0 + r.arrival, 0.5, (0.05,)) for r in good[:18]]
+    second += [_rec(100.0, None), _rec(101.0, None)]
+    windows = window_stats([*first, *second], slo, 0.0, 180.0)
+    assert [w.met for w in windows] == [True, False, True]
+    assert windows[2].requests == 0
+    assert window_share(windows) == 0.5  # empty windows are not counted
+
+
+def test_gpu_time_runs_from_the_request_for_a_pod_until_it_drained() -> None:
+    fleet = Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 1)
+    controls = Controls(fleet, random.Random(1))
+    controls.scale_to(3, 100.0)  # two pods asked for at t=100, ready some 240 s later
+    assert controls.scaling_actions == 1 and controls.replicas == 3
+    assert controls.gpu_seconds(1000.0) == pytest.approx(1000.0 + 2 * 900.0)
+    controls.scale_to(1, 1000.0)  # idle pods drain at once
+    assert controls.gpu_seconds(2000.0) == pytest.approx(2000.0 + 2 * 900.0)

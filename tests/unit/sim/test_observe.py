@@ -1,0 +1,192 @@
+"""sim/observe.py: Prometheus' view of a simulated fleet and the operator's snapshot built on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from vllm_operator.sim.engine import EngineConfig, RequestRecord
+from vllm_operator.sim.fleet import Fleet
+from vllm_operator.sim.observe import (
+    ObservedFleet,
+    PodHistograms,
+    PodSample,
+    ScrapeStore,
+    bucket_quantile,
+    extrapolated_rate,
+    fleet_view,
+    observe_snapshot,
+    scrape_fleet,
+)
+from vllm_operator.sim.report import percentile
+from vllm_operator.sim.runner import run
+from vllm_operator.sim.server import buckets
+from vllm_operator.sim.workload import LengthDist, poisson
+
+from .helpers import H100, LLAMA8
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+CFG = EngineConfig(max_model_len=4096)
+ZERO = {"success": 0.0, "preemptions": 0.0, "prompt_tokens": 0.0}
+
+
+# ------------------------------------------------------------------------- PromQL functions
+def test_rate_extrapolates_to_the_window_edges_like_prometheus() -> None:
+    # samples 15 s apart inside (0, 60]: the first sits 15 s from the start, under 1.1 intervals,
+    # so the increase is stretched over the full window
+    points = [(15.0, 100.0), (30.0, 115.0), (45.0, 130.0), (60.0, 145.0)]
+    assert extrapolated_rate(points, 0.0, 60.0) == pytest.approx(1.0)
+
+
+def test_rate_does_not_extrapolate_below_the_counters_zero() -> None:
+    # a counter that starts at 0 on the first sample started there: no increase before it
+    points = [(15.0, 0.0), (30.0, 15.0), (45.0, 30.0), (60.0, 45.0)]
+    assert extrapolated_rate(points, 0.0, 60.0) == pytest.approx(45 / 60)
+
+
+def test_rate_counts_across_a_counter_reset() -> None:
+    points = [(20.0, 10.0), (40.0, 20.0), (60.0, 5.0)]  # reset to 0 between 40 and 60
+    # increase 5 - 10 + 20 = 15 over 40 s sampled, stretched to the start (20 s < 1.1 x 20 s)
+    assert extrapolated_rate(points, 0.0, 60.0) == pytest.approx(15 * 60 / 40 / 60)
+
+
+def test_quantile_interpolates_inside_the_bucket_like_histogram_quantile() -> None:
+    # 10 in (0, 1], 10 in (2, 4]: rank 19 of 20 is 9/10 into the (2, 4] bucket
+    assert bucket_quantile(0.95, [1.0, 2.0, 4.0], [10, 10, 20, 20]) == pytest.approx(3.8)
+    # in the +Inf bucket Prometheus answers the highest finite bound
+    assert bucket_quantile(0.95, [1.0, 2.0], [0, 10, 20]) == 2.0
+    assert math.isnan(bucket_quantile(0.95, [1.0, 2.0], [0, 0, 0]))
+
+
+def _record(ttft: float, gaps: list[float]) -> RequestRecord:
+    times = [ttft]
+    for gap in gaps:
+        times.append(times[-1] + gap)
+    return RequestRecord("r", 0.0, 0.0, ttft, times[-1], 10, len(times), 0, "length", tuple(times))
+
+
+def test_histograms_count_each_gap_and_bounds_are_inclusive() -> None:
+    h = PodHistograms()
+    h.observe(_record(0.5, [0.5, 0.25, 1.0]))  # exact binary fractions; 0.5 and 1.0 are bounds
+    cum = h.cumulative()
+    ttft = dict(zip(buckets.TIME_TO_FIRST_TOKEN, cum["ttft_p95"], strict=False))
+    assert ttft[0.25] == 0 and ttft[0.5] == 1
+    itl = dict(zip(buckets.INTER_TOKEN_LATENCY, cum["itl_p95"], strict=False))
+    assert itl[0.2] == 0 and itl[0.3] == 1 and itl[0.5] == 2 and itl[0.75] == 2 and itl[1.0] == 3
+    assert cum["itl_p95"][-1] == 3 and cum["e2e_p95"][-1] == 1
+
+
+# -------------------------------------------------------------------------------- the store
+def _sample(t: float, success: float, running: float = 1.0) -> PodSample:
+    counters = {**ZERO, "success": success}
+    counters |= {"rejected:max_num_queued_reqs": 0.0, "rejected:max_num_queued_tokens": 0.0}
+    cum = PodHistograms().cumulative()
+    return PodSample(t, running, 0.0, 0.5, counters, cum)
+
+
+def test_answers_sum_pods_and_keep_series_of_gone_pods_within_the_window() -> None:
+    store = ScrapeStore()
+    for t in (15.0, 30.0, 45.0, 60.0):
+        gone = {"b": _sample(t, t, running=3.0)} if t <= 30 else {}
+        store.scrape(t, {"a": _sample(t, t, running=1.0), **gone})
+    answers = store.answers(60.0, 60.0)
+    assert [s.labels["pod"] for s in answers["pod_up"]] == ["a"]  # instant: the latest targets
+    (running,) = answers["running"]
+    assert running.value == pytest.approx(1.0 + 3.0)  # avg_over_time per series, then summed
+    (admitted,) = answers["admitted_rate"]
+    # a: 45 over 45 s sampled, stretched 15 s to the window start (its zero is at t=0): 1/s
+    # b: 15 over 15 s, stretched 15 s to the start and half an interval (7.5 s) past its end
+    assert admitted.value == pytest.approx(1.0 + 15 * (15 + 15 + 7.5) / 15 / 60)
+    assert math.isnan(answers["ttft_p95"][0].value)  # no observation: NaN, as Prometheus
+
+
+def test_a_down_target_is_listed_but_has_no_sample_age() -> None:
+    store = ScrapeStore()
+    store.scrape(15.0, {"a": _sample(15.0, 0.0), "b": None})
+    answers = store.answers(15.0, 300.0)
+    assert {s.labels["pod"]: s.value for s in answers["pod_up"]} == {"a": 1.0, "b": 0.0}
+    assert [s.labels["pod"] for s in answers["pod_sample_age"]] == ["a"]
+    assert answers["admitted_rate"] == []  # one sample: rate() has nothing to say
+
+
+# -------------------------------------------------------------------------------- the fleet
+def _workload(rate: float = 6.0, duration: float = 300.0) -> list:  # type: ignore[type-arg]
+    prompt, output = LengthDist("exponential", 400, cap=3000), LengthDist("exponential", 60)
+    return poisson(rate, duration, prompt, output, seed=5)
+
+
+def test_snapshot_of_a_steady_fleet_matches_what_the_clients_saw() -> None:
+    fleet = ObservedFleet(CFG, H100, LLAMA8, 2)
+    store = ScrapeStore()
+    snaps = []
+
+    def tick(now: float, _fleet: Fleet) -> None:
+        scrape_fleet(store, fleet, now)
+        if now == 300.0:
+            snaps.append(observe_snapshot(store, fleet, now, window=300.0, epoch=EPOCH,
+                                          stale_after=180.0))  # fmt: skip
+
+    result = run(_workload(), fleet, 300.0, tick, 15.0, drain=False)
+    (snap,) = snaps
+    assert snap.quality == "ok" and snap.pods_scraped == 2 and snap.fleet is not None
+    done = [r.record for r in result.records if r.record is not None]
+    assert snap.request_rate == pytest.approx(len(done) / 300.0, rel=0.1)
+    truth = percentile(sorted(r.ttft for r in done), 95)
+    # the quantile lies inside the bucket holding the true p95
+    bounds = (0.0, *buckets.TIME_TO_FIRST_TOKEN)
+    k = next(i for i, b in enumerate(bounds) if b >= truth)
+    assert snap.ttft_p95 is not None and bounds[k - 1] <= snap.ttft_p95 <= bounds[k]
+    assert snap.rejection_ratio == 0.0 and snap.kv_usage is not None
+
+
+def test_every_finished_request_is_observed_once_across_resizes() -> None:
+    fleet = ObservedFleet(CFG, H100, LLAMA8, 1)
+
+    def tick(now: float, f: Fleet) -> None:
+        if now == 30.0:
+            f.set_replicas(3, now, ready_delay=20.0)
+        if now == 90.0:
+            f.set_replicas(1, now)
+
+    result = run(_workload(duration=120.0), fleet, 120.0, tick, 15.0)
+    done = sum(1 for r in result.records if r.record is not None)
+    assert sum(h.cumulative()["e2e_p95"][-1] for h in fleet.histograms.values()) == done
+
+
+def test_new_replicas_make_the_snapshot_partial_and_a_restart_rolls() -> None:
+    fleet = ObservedFleet(CFG, H100, LLAMA8, 1)
+    store = ScrapeStore()
+    seen = {}
+
+    def tick(now: float, f: Fleet) -> None:
+        scrape_fleet(store, fleet, now)
+        if now == 60.0:
+            f.set_replicas(2, now, ready_delay=60.0)
+        if now == 240.0:
+            f.restart_all(dataclasses.replace(CFG, max_num_seqs=64), now, 30.0, max_unavailable=1)
+        if now in (90.0, 180.0, 255.0):
+            seen[now] = observe_snapshot(store, fleet, now, window=120.0, epoch=EPOCH,
+                                         stale_after=180.0)  # fmt: skip
+
+    run(_workload(duration=300.0), fleet, 300.0, tick, 15.0, drain=False)
+    assert seen[90.0].quality == "partial"  # the new pod is a target that refuses (loading)
+    assert seen[90.0].fleet == fleet_view_at(desired=2, ready=1, updated=2, rolling=False)
+    assert seen[180.0].quality == "ok"
+    rolling = seen[255.0].fleet
+    assert rolling is not None and rolling.rolling and rolling.updated == 1
+
+
+def fleet_view_at(**kw: object) -> object:
+    from vllm_operator.tuning.model import FleetView
+
+    return FleetView(**kw)  # type: ignore[arg-type]
+
+
+def test_fleet_view_counts_starting_replicas_as_desired() -> None:
+    fleet = Fleet(CFG, H100, LLAMA8, 1)
+    fleet.set_replicas(3, 0.0, ready_delay=10.0)
+    view = fleet_view(fleet)
+    assert (view.desired, view.ready, view.updated, view.rolling) == (3, 1, 3, False)
