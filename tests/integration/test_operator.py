@@ -304,3 +304,22 @@ def test_only_one_replica_holds_the_loops_lease(cluster: Cluster, namespace: str
     assert not a.try_hold(now + timedelta(seconds=50))
     lease = kube.get("coordination.k8s.io/v1", "Lease", namespace, "loops")
     assert lease is not None and lease["spec"]["holderIdentity"] == "b"
+
+
+def test_budgets_vllm_would_refuse_on_the_gpu_are_reported_not_deployed(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, apps: client.AppsV1Api
+) -> None:
+    obj = load_example("l4-small-model.yaml", namespace)
+    obj["spec"].setdefault("budgets", {})["running"] = {"maxSeqs": 4096}
+    obj["spec"]["budgets"].pop("tokens", None)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)  # the API server accepts it: the conflict is with a GPU-dependent default
+
+    def degraded() -> dict[str, Any] | None:
+        cond = condition(get_svc(cluster, namespace, name), "Degraded")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_until(degraded, timeout=60, what="Degraded=True for budgets vLLM would refuse")
+    assert cond["reason"] == "InvalidSpec"
+    assert "spec.budgets.running.maxSeqs" in cond["message"] and "L4" in cond["message"]
+    assert apps.list_namespaced_deployment(namespace).items == []

@@ -306,6 +306,32 @@ def _defaults_cases() -> dict[str, ProbeCase]:
     return cases
 
 
+# Budgets checked against vLLM's per-GPU defaults (render/hardware.py): just inside and just past.
+HARDWARE_CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "l4-seqs-at-default-budget": ("L4", {"running": {"maxSeqs": 2048}}),
+    "l4-seqs-past-default-budget": ("L4", {"running": {"maxSeqs": 2049}}),
+    "l4-active-at-default-seqs": ("L4", {"running": {"maxActiveSeqs": 256}}),
+    "l4-active-past-default-seqs": ("L4", {"running": {"maxActiveSeqs": 257}}),
+    "a100-active-past-default-seqs": ("A100-80GB", {"running": {"maxActiveSeqs": 257}}),
+    "h100-seqs-at-default-budget": ("H100-80GB", {"running": {"maxSeqs": 8192}}),
+    "h100-seqs-past-default-budget": ("H100-80GB", {"running": {"maxSeqs": 8193}}),
+    "h100-active-at-clamped-seqs": (
+        "H100-80GB",
+        {"running": {"maxActiveSeqs": 512}, "tokens": {"maxBatchedTokens": 512}},
+    ),
+    "h100-active-past-clamped-seqs": (
+        "H100-80GB",
+        {"running": {"maxActiveSeqs": 513}, "tokens": {"maxBatchedTokens": 512}},
+    ),
+}
+
+
+def _hardware_spec(gpu: str, budgets: dict[str, Any]) -> VLLMServiceSpec:
+    return VLLMServiceSpec.model_validate(
+        {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": {"type": gpu}, "budgets": budgets}
+    )
+
+
 def _all_probe_cases() -> list[ProbeCase]:
     cases = [
         _probe_case(f"example:{name}", ex.spec, ex.container["args"])
@@ -316,6 +342,9 @@ def _all_probe_cases() -> list[ProbeCase]:
         cases.append(_probe_case(f"rule:{rule_case.id}", spec, _rule_argv(rule_case)))
     cases.extend(_spelling_cases().values())
     cases.extend(_defaults_cases().values())
+    for case_id, (gpu, budgets) in HARDWARE_CASES.items():
+        spec = _hardware_spec(gpu, budgets)
+        cases.append(_probe_case(f"hardware:{case_id}", spec, build_args(spec)))
     return cases
 
 
@@ -496,3 +525,21 @@ def test_vllm_defaults_per_gpu_match_the_reference_table(gpu: str, probed: Probe
     scheduler = result["parsed"]["scheduler"]
     actual = (scheduler["max_num_seqs"], scheduler["max_num_batched_tokens"])
     assert actual == DEFAULTS_TABLE[gpu]
+
+
+@pytest.mark.parametrize("case_id", sorted(HARDWARE_CASES))
+def test_budgets_against_gpu_defaults_are_refused_exactly_when_vllm_refuses(
+    case_id: str, probed: ProbeAnswer
+) -> None:
+    from vllm_operator.render.errors import RenderError
+    from vllm_operator.render.hardware import check_hardware_defaults
+
+    gpu, budgets = HARDWARE_CASES[case_id]
+    try:
+        check_hardware_defaults(_hardware_spec(gpu, budgets), CFG.gpu_catalog)
+        ours = True
+    except RenderError:
+        ours = False
+    theirs = probed.results[f"hardware:{case_id}"]
+    assert ours == theirs["accepted"], theirs
+    assert ours == ("-past-" not in case_id)

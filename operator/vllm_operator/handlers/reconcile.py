@@ -22,7 +22,7 @@ from vllm_operator.handlers.replicas import (
     initial_replicas,
     tuner_owns_replicas,
 )
-from vllm_operator.render import UnknownGPUTypeError, build_effective, render_all
+from vllm_operator.render import RenderError, UnknownGPUTypeError, build_effective, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.conditions import transitions
@@ -112,6 +112,9 @@ def reconcile(
         )
     except UnknownGPUTypeError as exc:
         observed = Observed(None, problem=(c.REASON_UNKNOWN_GPU, str(exc)))
+    except RenderError as exc:
+        # e.g. budgets vLLM would refuse on this GPU: nothing is applied, pods keep running
+        observed = Observed(None, problem=(c.REASON_INVALID_SPEC, str(exc)))
     else:
         deployment = _apply_children(deps, svc, manifests, seen)
         ready = deployment is not None and int(

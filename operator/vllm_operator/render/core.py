@@ -18,6 +18,7 @@ from vllm_operator.render.args import (
 )
 from vllm_operator.render.deployment import build_deployment_values
 from vllm_operator.render.effective import build_effective_status
+from vllm_operator.render.hardware import check_hardware_defaults
 from vllm_operator.render.monitoring import MONITORING_API_VERSION, build_monitor_values
 from vllm_operator.render.placement import compute_gpu_placement
 from vllm_operator.render.service import build_service_values
@@ -69,6 +70,7 @@ def render_all_with_report(
     """
     spec = apply_overrides(svc.spec, overrides)
     placement = compute_gpu_placement(spec.gpu, cfg.gpu_catalog)
+    check_hardware_defaults(spec, cfg.gpu_catalog)
     args = build_args(spec)
     templates = cfg.template_dir
     deployment = build_deployment_values(svc, spec, cfg, args, placement, overrides)
