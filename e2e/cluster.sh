@@ -47,6 +47,13 @@ options:
   kubeAuthorization: true
   disableQPSLimits: true
   kubeAuditPolicy: $ROOT/e2e/audit-policy.yaml
+componentsPatches:
+  # The default service range (10.0.0.0/24, 254 addresses) runs out long before the scale
+  # benchmark's 1,000 VLLMServices; kwok's fake pod IPs stay in 10.0.0.0/24.
+  - name: kube-apiserver
+    extraArgs:
+      - key: service-cluster-ip-range
+        value: 10.96.0.0/16
 YAML
 }
 

@@ -323,3 +323,24 @@ def test_budgets_vllm_would_refuse_on_the_gpu_are_reported_not_deployed(
     assert cond["reason"] == "InvalidSpec"
     assert "spec.budgets.running.maxSeqs" in cond["message"] and "L4" in cond["message"]
     assert apps.list_namespaced_deployment(namespace).items == []
+
+
+def test_a_child_the_api_refuses_is_reported_in_status(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str
+) -> None:
+    # A ResourceQuota of zero Services: the API server refuses the operator's Service apply.
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_resource_quota(
+        namespace, {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
+    )
+    obj = load_example("minimal.yaml", namespace)
+    name = obj["metadata"]["name"]
+    apply(cluster, obj)
+
+    def degraded() -> dict[str, Any] | None:
+        cond = condition(get_svc(cluster, namespace, name), "Degraded")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_until(degraded, timeout=60, what="Degraded=True when a child is refused")
+    assert cond["reason"] == "ApplyFailed"
+    assert "services" in cond["message"] and "403" in cond["message"]

@@ -7,10 +7,13 @@ events on the children, so there is a single path to reason about.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from vllm_operator import constants as c
@@ -94,7 +97,6 @@ def reconcile(
 ) -> None:
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    generation = int(meta.get("generation", 1))
     previous: dict[str, Any] = dict(body.get("status") or {})
     now = deps.clock()
 
@@ -116,7 +118,14 @@ def reconcile(
         # e.g. budgets vLLM would refuse on this GPU: nothing is applied, pods keep running
         observed = Observed(None, problem=(c.REASON_INVALID_SPEC, str(exc)))
     else:
-        deployment = _apply_children(deps, svc, manifests, seen)
+        try:
+            deployment = _apply_children(deps, svc, manifests, seen)
+        except ApiException as exc:
+            # The API refused a child (quota, an exhausted Service IP range, a webhook): say so
+            # in status, then fail the pass so kopf retries it with back-off.
+            failed = Observed(None, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
+            _write_status(deps, body, previous, failed, effective, now, logger)
+            raise
         ready = deployment is not None and int(
             deployment.get("status", {}).get("readyReplicas", 0)
         ) >= int(deployment.get("spec", {}).get("replicas", 1))
@@ -126,6 +135,29 @@ def reconcile(
         unschedulable = None if ready else unschedulable_message(pods or [])
         observed = Observed(deployment, unschedulable_message=unschedulable)
 
+    _write_status(deps, body, previous, observed, effective, now, logger)
+
+
+def _api_reason(exc: ApiException) -> str:
+    try:
+        message = str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        message = str(exc.reason)
+    return f"The API server refused a child object ({exc.status}): {message}"
+
+
+def _write_status(
+    deps: Deps,
+    body: dict[str, Any],
+    previous: dict[str, Any],
+    observed: Observed,
+    effective: dict[str, Any] | None,
+    now: datetime,
+    logger: logging.Logger | Any,
+) -> None:
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    generation = int(meta.get("generation", 1))
     status = summarize_status(
         generation=generation,
         previous=previous,
