@@ -51,6 +51,10 @@ chart-lint: install ## helm lint and goldens, rule checks (promtool), Dockerfile
 image: ## Build the operator image (needs a container engine; none on the dev machines)
 	docker build -t vllm-operator:$$(python -c 'import yaml;print(yaml.safe_load(open("charts/vllm-operator/Chart.yaml"))["appVersion"])') .
 
+.PHONY: bench-control
+bench-control: install ## Control policies side by side in the twin: bench/results/control_loop.*
+	python -m bench.control_loop
+
 .PHONY: bench-operator
 bench-operator: install ## Operator scale benchmark on the local cluster (figures in bench/results/)
 	eval "$$(e2e/cluster.sh env)" && python bench/operator_scale.py

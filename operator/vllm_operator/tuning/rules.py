@@ -75,7 +75,9 @@ def running_too_big(i: Inputs) -> Decision | None:
     factor = i.settings.headroom  # preemptions: aim at 80% of the cap
     if itl_over:
         factor = min(factor, _latency_factor(i, i.snapshot.itl_p95, i.targets.itl))
-    if i.active_cap is not None and not signals.cap_would_bind(i, factor):
+    # the move itself is limited to one step (/2): judge the cap that would really be set
+    step = max(factor, 1.0 / i.settings.max_budget_step)
+    if i.active_cap is not None and not signals.cap_would_bind(i, step):
         return None  # the lowered cap would still sit above the batch: no effect (rule 7 may scale)
     rate = i.snapshot.preemption_rate or 0.0
     cause = signals.latency_phrase(i, "itl") if itl_over else f"{rate:.3g} preemptions/s"

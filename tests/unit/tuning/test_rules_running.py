@@ -147,3 +147,12 @@ def test_latency_hold_names_the_figures_and_the_blocker() -> None:
         "TTFT p95 0.60s over SLO 0.50s and ITL p95 60ms over SLO 50ms with 4.0 running and "
         "0.0 waiting per pod (active cap 8), but autoscaling is off"
     )
+
+
+def test_a_cut_limited_by_the_step_must_still_bind() -> None:
+    # ITL 10x the SLO asks for a cap of ~0.8 x 8 / 10, but one step only halves it (to 4):
+    # with 3.5 running per pod that cap would not shrink the batch, so rule 7 scales instead.
+    decision = decide(spec(), snap(itl_p95=0.5, running=at_cap(3.5)), state(), T0)
+    assert brief(decision) == SCALE_UP
+    decision = decide(spec(), snap(itl_p95=0.5, running=at_cap(4.5)), state(), T0)
+    assert brief(decision) == lower(4)

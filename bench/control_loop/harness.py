@@ -1,0 +1,201 @@
+"""One policy on one scenario: the twin fleet in virtual time with a real cluster's delays.
+
+Modelled delays: a new replica takes traffic 240 s +- 30 s (uniform, seeded) after it is asked
+for (model load); a flag change replaces every pod the same way, one at a time (the operator's
+Deployment: maxUnavailable 1, maxSurge 0); Prometheus scrapes every pod every 15 s; controllers
+act on their own period (policies.py). GPU time runs from the moment a pod is asked for (its GPU
+is held while the model loads) until it has drained, clipped to the arrivals' span.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.overrides import TuningOverrides
+from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.render.args import apply_overrides, build_args
+from vllm_operator.sim.argv import parse_vllm_argv
+from vllm_operator.sim.catalog import load_catalog
+from vllm_operator.sim.engine import EngineConfig
+from vllm_operator.sim.fleet import Fleet
+from vllm_operator.sim.observe import SCRAPE_INTERVAL, ObservedFleet, ScrapeStore, scrape_fleet
+from vllm_operator.sim.runner import RunResult, run
+
+from .measure import is_503, window_share, window_stats
+from .scenarios import Scenario
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+READY_DELAY = (210.0, 270.0)  # 240 s +- 30 s
+BALANCER = "round_robin"  # a Kubernetes Service in front of the pods
+
+
+def engine_config(
+    spec: VLLMServiceSpec, overrides: Mapping[str, int] | None = None
+) -> EngineConfig:
+    """The flags the pods run: the operator's renderer, parsed by the twin's `vllm serve` parser."""
+    values = {f.attr: (overrides or {}).get(f.key) for f in BUDGET_FIELDS}
+    rendered = apply_overrides(spec, TuningOverrides(**values))
+    return parse_vllm_argv(build_args(rendered), {}).engine
+
+
+class Controls:
+    """What a policy may do to the fleet, with the delays, and the books of what it did."""
+
+    def __init__(self, fleet: Fleet, rng: random.Random) -> None:
+        self.fleet = fleet
+        self.rng = rng
+        self.scaling_actions = 0
+        self.restarts = 0
+        self.created: dict[int, float] = {r.id: 0.0 for r in fleet.live}  # pre-warmed at t=0
+        self._restart_delay = 0.0
+
+    @property
+    def replicas(self) -> int:
+        """Replicas asked for (the Deployment's spec.replicas): starting and ready."""
+        return len(self.fleet.active)
+
+    def scale_to(self, target: int, now: float) -> None:
+        if target == self.replicas:
+            return
+        self.scaling_actions += 1
+        while self.replicas < target:  # one at a time: each pod loads at its own pace
+            known = {r.id for r in self.fleet.live}
+            self.fleet.set_replicas(self.replicas + 1, now, self.rng.uniform(*READY_DELAY))
+            self.created.update({r.id: now for r in self.fleet.live if r.id not in known})
+        if self.replicas > target:
+            self.fleet.set_replicas(target, now)
+
+    def restart(self, cfg: EngineConfig, now: float) -> None:
+        self._restart_delay = self.rng.uniform(*READY_DELAY)
+        self.fleet.restart_all(cfg, now, self._restart_delay, max_unavailable=1)
+        self.note_replacements()
+
+    def note_replacements(self) -> None:
+        """Pods a restart wave created since the last look: they load for the restart's delay."""
+        for r in (*self.fleet.live, *self.fleet.retired):
+            if r.id not in self.created:
+                self.created[r.id] = r.ready_at - self._restart_delay
+                self.restarts += 1
+
+    def gpu_seconds(self, end: float) -> float:
+        self.note_replacements()
+        total = 0.0
+        for r in (*self.fleet.live, *self.fleet.retired):
+            stop = end if r.stopped_at is None else min(r.stopped_at, end)
+            total += max(0.0, stop - self.created[r.id])
+        return total
+
+
+@dataclass
+class Context:
+    """Everything a policy sees at a tick."""
+
+    scenario: Scenario
+    fleet: ObservedFleet
+    store: ScrapeStore
+    controls: Controls
+
+
+class Policy(Protocol):
+    name: str
+    tick: float  # the runner's tick: how often on_tick runs
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        """Initial replicas and the flags they run."""
+        ...
+
+    def on_tick(self, now: float, ctx: Context) -> None: ...
+
+    def notes(self) -> dict[str, int]:
+        """Counts worth reporting (decision reasons), empty when none."""
+        ...
+
+    def log(self) -> list[str]:
+        """The actions taken, one line each, for reading what a controller did."""
+        ...
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    policy: str
+    offered: int
+    slo_share: float  # requests with TTFT and their own ITL p95 within the SLO, of offered
+    window_share: float  # 1-minute windows whose p95s met the SLO
+    windows: int
+    rejected: int  # 503s (admission, or no ready replica)
+    rejected_share: float
+    gpu_hours: float
+    scaling_actions: int
+    restarts: int
+    ttft_p95: float
+    itl_p95: float
+    timeline: list[tuple[float, int, int]]  # (time, replicas asked for, ready)
+    minute_ttft_p95: list[float | None]
+    notes: dict[str, int] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+
+def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
+    started = time.perf_counter()
+    catalog = load_catalog()
+    replicas, cfg = policy.start(scenario)
+    gpu, model = catalog.gpu(scenario.profile.gpu), catalog.model(scenario.profile.model)
+    fleet = ObservedFleet(cfg, gpu, model, replicas, balancer=BALANCER)
+    # the same delays, in the same order, for every policy of a scenario
+    controls = Controls(fleet, random.Random(f"delays:{scenario.name}"))
+    ctx = Context(scenario, fleet, ScrapeStore(), controls)
+
+    def on_tick(now: float, _fleet: Fleet) -> None:
+        if now % SCRAPE_INTERVAL == 0:
+            scrape_fleet(ctx.store, fleet, now)
+        controls.note_replacements()
+        policy.on_tick(now, ctx)
+
+    result = run(
+        scenario.requests(),
+        fleet,
+        scenario.duration,
+        on_tick,
+        policy.tick,
+        slo=scenario.profile.slo,
+    )
+    return _outcome(scenario, policy, result, controls, time.perf_counter() - started)
+
+
+def _outcome(
+    scenario: Scenario, policy: Policy, result: RunResult, controls: Controls, wall: float
+) -> Outcome:
+    f = result.figures
+    windows = window_stats(result.records, scenario.profile.slo, 0.0, scenario.duration)
+    rejected = sum(1 for r in result.records if is_503(r))
+    step = max(1, round(30.0 / policy.tick))  # one point per 30 s is plenty for a plot
+    return Outcome(
+        scenario=scenario.name,
+        policy=policy.name,
+        offered=f.offered,
+        slo_share=f.goodput_share or 0.0,
+        window_share=window_share(windows),
+        windows=sum(1 for w in windows if w.requests),
+        rejected=rejected,
+        rejected_share=rejected / f.offered if f.offered else 0.0,
+        gpu_hours=controls.gpu_seconds(scenario.duration) / 3600,
+        scaling_actions=controls.scaling_actions,
+        restarts=controls.restarts,
+        ttft_p95=f.ttft.p95,
+        itl_p95=f.itl.p95,
+        timeline=[
+            (s.time, s.ready + s.starting, s.ready) for s in result.samples[step - 1 :: step]
+        ],
+        minute_ttft_p95=[w.ttft_p95 for w in windows],
+        notes=policy.notes(),
+        log=policy.log(),
+        wall_seconds=wall,
+    )

@@ -1,0 +1,191 @@
+"""The control policies compared; each one is a fresh object per run (they keep state).
+
+1-2  Static: fixed replicas on vLLM's default flags (no budgets in the spec).
+3    HPA on KEDA: replicas = ceil(sum(vllm:num_requests_waiting) / target), as KEDA's Prometheus
+     scaler with an AverageValue target, evaluated every 15 s (HPA's sync period) on the latest
+     scraped values; 10% tolerance, scale-up at most x2 or +4 pods, and the default 300 s
+     scale-down stabilisation (the highest recommendation of the last 300 s wins).
+4    Knative KPA: concurrency = running requests, sampled from the ready pods every 2 s
+     (Knative scrapes its queue-proxies, not Prometheus); desired = ceil(mean / target) over the
+     60 s stable window, or over the 6 s panic window in panic mode (entered when the panic
+     desire is at least twice the ready pods, left after 60 s without that; no scale-down in
+     panic); scale-down by at most half the ready pods per decision.
+5-6  Ours: the operator's decide() every 30 s on a snapshot built from the scraped samples
+     (sim/observe.py), with the state it returns; autotune Off (replicas only) or Auto.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from vllm_operator.sim.engine import EngineConfig
+from vllm_operator.sim.observe import SCRAPE_INTERVAL, observe_snapshot
+from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.model import TuningState
+from vllm_operator.tuning.settings import TuningSettings
+
+from .harness import EPOCH, Context, engine_config
+from .scenarios import MAX_REPLICAS, MIN_REPLICAS, Scenario
+
+
+def _clamp(n: int) -> int:
+    return max(MIN_REPLICAS, min(MAX_REPLICAS, n))
+
+
+@dataclass
+class Static:
+    name: str
+    replicas: int
+    tick: float = SCRAPE_INTERVAL
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        spec = scenario.profile.spec(self.replicas, "Off", budgets=False)
+        return self.replicas, engine_config(spec)
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        return None
+
+    def notes(self) -> dict[str, int]:
+        return {}
+
+    def log(self) -> list[str]:
+        return []
+
+
+@dataclass
+class Hpa:
+    initial: int
+    target: float = 5.0  # waiting requests per replica
+    name: str = "hpa-waiting"
+    tick: float = 15.0
+    stabilization: float = 300.0
+    tolerance: float = 0.1
+    _recommendations: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        # as if it had been recommending the initial count: no scale-down in the first 300 s
+        self._recommendations.append((0.0, self.initial))
+        return self.initial, engine_config(scenario.profile.spec(self.initial, "Off"))
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        store = ctx.store
+        up = [p for p, ok in store.targets.items() if ok and p in store.series]
+        if not up:
+            return  # no metric: the HPA keeps the current count
+        waiting = sum(store.series[p][-1].waiting for p in up)  # an instant sum()
+        current = ctx.controls.replicas
+        ratio = waiting / (self.target * current)
+        desired = current if abs(ratio - 1) <= self.tolerance else math.ceil(waiting / self.target)
+        desired = _clamp(desired)
+        recs = self._recommendations
+        recs.append((now, desired))
+        while recs and recs[0][0] <= now - self.stabilization:
+            recs.popleft()
+        recommendation = max(current, desired)  # scale-up stabilisation is 0 s
+        recommendation = min(recommendation, max(d for _, d in recs))
+        recommendation = min(recommendation, max(2 * current, current + 4))
+        ctx.controls.scale_to(recommendation, now)
+
+    def notes(self) -> dict[str, int]:
+        return {}
+
+    def log(self) -> list[str]:
+        return []
+
+
+@dataclass
+class Kpa:
+    initial: int
+    target: float  # running requests per pod
+    name: str = "kpa-running"
+    tick: float = 2.0
+    stable: float = 60.0
+    panic: float = 6.0
+    panic_threshold: float = 2.0
+    _samples: deque[tuple[float, int]] = field(default_factory=deque)
+    _panic_since: float | None = None
+    _panic_max: int = 0
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        return self.initial, engine_config(scenario.profile.spec(self.initial, "Off"))
+
+    def _mean(self, now: float, window: float) -> float:
+        values = [v for t, v in self._samples if t > now - window]
+        return sum(values) / len(values)
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        ready = [r for r in ctx.fleet.live if r.state == "ready"]
+        self._samples.append((now, sum(r.engine.stats().num_running for r in ready)))
+        while self._samples[0][0] <= now - self.stable:
+            self._samples.popleft()
+        if not ready or now < self.stable:
+            return  # the windows are not full yet: a near-empty mean would scale to the minimum
+        pods = len(ready)
+        low, high = math.floor(pods / 2), 1000 * pods  # max scale-down rate 2, up rate 1000
+        stable = min(high, max(low, math.ceil(self._mean(now, self.stable) / self.target)))
+        panic = min(high, max(low, math.ceil(self._mean(now, self.panic) / self.target)))
+        if panic / pods >= self.panic_threshold:
+            self._panic_since = now
+        elif self._panic_since is not None and now - self._panic_since >= self.stable:
+            self._panic_since, self._panic_max = None, 0
+        if self._panic_since is not None:
+            desired = self._panic_max = max(panic, self._panic_max)
+        else:
+            desired = stable
+        ctx.controls.scale_to(_clamp(desired), now)
+
+    def notes(self) -> dict[str, int]:
+        return {}
+
+    def log(self) -> list[str]:
+        return []
+
+
+@dataclass
+class Ours:
+    name: str
+    autotune: str  # "Off": replicas only; "Auto": replicas and budgets
+    initial: int
+    tick: float = SCRAPE_INTERVAL
+    period: float = 30.0  # the tuner's interval
+    window: float = 300.0  # the operator's default metricsWindow
+    settings: TuningSettings = field(default_factory=TuningSettings)
+    state: TuningState = field(default_factory=TuningState)
+    reasons: Counter[str] = field(default_factory=Counter)
+    actions: list[str] = field(default_factory=list)
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        self.spec = scenario.profile.spec(self.initial, self.autotune)
+        # as if it had just scaled to the initial count, like the HPA's seeded history
+        self.state = TuningState(desired_replicas=self.initial, last_scale_at=EPOCH)
+        return self.initial, engine_config(self.spec)
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        if now % self.period:
+            return
+        stale_after = self.settings.staleness_limit.total_seconds()
+        snapshot = observe_snapshot(
+            ctx.store, ctx.fleet, now, window=self.window, epoch=EPOCH, stale_after=stale_after
+        )
+        decision = decide(
+            self.spec, snapshot, self.state, EPOCH + timedelta(seconds=now), self.settings
+        )
+        self.state = decision.state  # persisted exactly as returned, like status.tuning
+        self.reasons[decision.reason] += 1
+        action = decision.action
+        if not decision.applied or action.kind == "Hold":
+            return
+        self.actions.append(f"{now:.0f}s {decision.reason}: {decision.message}")
+        if action.kind == "ScaleReplicas" and action.to_value is not None:
+            ctx.controls.scale_to(action.to_value, now)
+        elif action.kind in ("SetBudget", "Rollback"):
+            ctx.controls.restart(engine_config(self.spec, decision.state.overrides), now)
+
+    def notes(self) -> dict[str, int]:
+        return dict(self.reasons.most_common())
+
+    def log(self) -> list[str]:
+        return list(self.actions)

@@ -1,0 +1,95 @@
+"""Runs every policy on every scenario: the oracle first (it sizes the static fleets and the KPA
+target), then the six policies, in worker processes; results do not depend on the job count.
+
+Sizing from the oracle (hindsight, documented in docs/benchmarks.md):
+- static-mean: the oracle's mean count, rounded to the nearest (a fleet bought for the average);
+- static-peak: the oracle's largest count;
+- every autoscaler starts at the oracle's count for the first block, so none pays a cold start;
+- KPA target: 70% (Knative's default target utilisation) of the busiest minute's running
+  requests per replica that the oracle saw meet the SLO: the load test a Knative user would run,
+  done in hindsight. The HPA target (5 waiting requests per replica) is a round value.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+
+from .harness import Outcome, Policy, run_policy
+from .oracle import OracleResult, search
+from .policies import Hpa, Kpa, Ours, Static
+from .scenarios import Scenario
+
+POLICIES = (
+    "static-mean",
+    "static-peak",
+    "hpa-waiting",
+    "kpa-running",
+    "ours-replicas",
+    "ours-full",
+)
+KNATIVE_UTILISATION = 0.7
+
+
+def make_policy(name: str, oracle: OracleResult) -> Policy:
+    first = oracle.counts[0]
+    if name == "static-mean":
+        return Static(name, max(1, math.floor(oracle.mean_count + 0.5)))
+    if name == "static-peak":
+        return Static(name, max(oracle.counts))
+    if name == "hpa-waiting":
+        return Hpa(first)
+    if name == "kpa-running":
+        return Kpa(first, max(0.5, KNATIVE_UTILISATION * oracle.running_per_replica))
+    if name == "ours-replicas":
+        return Ours(name, "Off", first)
+    if name == "ours-full":
+        return Ours(name, "Auto", first)
+    raise ValueError(f"unknown policy {name!r}")
+
+
+def _policy_job(scenario: Scenario, name: str, oracle: OracleResult) -> Outcome:
+    return run_policy(scenario, make_policy(name, oracle))
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    oracle: OracleResult
+    outcomes: dict[str, Outcome]
+
+
+def run_all(
+    scenarios: Iterable[Scenario],
+    policies: Iterable[str] = POLICIES,
+    jobs: int = 1,
+    log: Callable[[str], None] | None = None,
+) -> list[ScenarioResult]:
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    scenarios, policies = list(scenarios), list(policies)
+    results: dict[str, ScenarioResult] = {}
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        oracles = {s.name: pool.submit(search, s) for s in scenarios}
+        pending: dict[Future[Outcome], tuple[str, str]] = {}
+        for s in scenarios:
+            oracle = oracles[s.name].result()
+            say(
+                f"oracle {s.name}: {oracle.counts} replicas per {oracle.block:.0f}s block, "
+                f"{oracle.gpu_hours:.2f} GPU-h, {oracle.runs} block runs, "
+                f"{oracle.wall_seconds:.0f}s"
+            )
+            results[s.name] = ScenarioResult(s, oracle, {})
+            for name in policies:
+                pending[pool.submit(_policy_job, s, name, oracle)] = (s.name, name)
+        for future, (scenario, name) in pending.items():
+            out = future.result()
+            results[scenario].outcomes[name] = out
+            say(
+                f"{scenario} {name}: windows {out.window_share:.1%}, 503 {out.rejected_share:.2%}"
+                f", {out.gpu_hours:.2f} GPU-h, {out.scaling_actions} scalings, "
+                f"{out.restarts} restarts, {out.wall_seconds:.0f}s"
+            )
+    return [results[s.name] for s in scenarios]
