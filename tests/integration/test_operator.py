@@ -54,6 +54,17 @@ def wait_ready(
         raise AssertionError(f"{exc}\noperator log:\n{op.log_tail()}") from None
 
 
+def wait_degraded(
+    cluster: Cluster, ns: str, name: str, *, timeout: float, what: str
+) -> dict[str, Any]:
+    def degraded() -> dict[str, Any] | None:
+        cond = condition(get_svc(cluster, ns, name), "Degraded")
+        return cond if cond and cond["status"] == "True" else None
+
+    result: dict[str, Any] = wait_until(degraded, timeout=timeout, what=what)
+    return result
+
+
 def container_args(apps: client.AppsV1Api, ns: str, name: str) -> list[str]:
     dep = apps.read_namespaced_deployment(name, ns)
     args: list[str] = dep.spec.template.spec.containers[0].args
@@ -143,11 +154,9 @@ def test_unknown_gpu_type_is_reported(
     name = obj["metadata"]["name"]
     apply(cluster, obj)
 
-    def degraded() -> dict[str, Any] | None:
-        cond = condition(get_svc(cluster, namespace, name), "Degraded")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = wait_until(degraded, timeout=60, what="Degraded=True for an unknown GPU type")
+    cond = wait_degraded(
+        cluster, namespace, name, timeout=60, what="Degraded=True for an unknown GPU type"
+    )
     assert cond["reason"] == "UnknownGPUType"
     assert "RTX-9090" in cond["message"]
     assert apps.list_namespaced_deployment(namespace).items == []
@@ -162,11 +171,9 @@ def test_no_node_fits_is_reported(
     name = obj["metadata"]["name"]
     apply(cluster, obj)
 
-    def degraded() -> dict[str, Any] | None:
-        cond = condition(get_svc(cluster, namespace, name), "Degraded")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = wait_until(degraded, timeout=90, what="Degraded=True for a pod no node fits")
+    cond = wait_degraded(
+        cluster, namespace, name, timeout=90, what="Degraded=True for a pod no node fits"
+    )
     assert cond["reason"] == "Unschedulable"
     assert "Insufficient nvidia.com/gpu" in cond["message"]
 
@@ -315,11 +322,9 @@ def test_budgets_vllm_would_refuse_on_the_gpu_are_reported_not_deployed(
     name = obj["metadata"]["name"]
     apply(cluster, obj)  # the API server accepts it: the conflict is with a GPU-dependent default
 
-    def degraded() -> dict[str, Any] | None:
-        cond = condition(get_svc(cluster, namespace, name), "Degraded")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = wait_until(degraded, timeout=60, what="Degraded=True for budgets vLLM would refuse")
+    cond = wait_degraded(
+        cluster, namespace, name, timeout=60, what="Degraded=True for budgets vLLM would refuse"
+    )
     assert cond["reason"] == "InvalidSpec"
     assert "spec.budgets.running.maxSeqs" in cond["message"] and "L4" in cond["message"]
     assert apps.list_namespaced_deployment(namespace).items == []
@@ -337,10 +342,8 @@ def test_a_child_the_api_refuses_is_reported_in_status(
     name = obj["metadata"]["name"]
     apply(cluster, obj)
 
-    def degraded() -> dict[str, Any] | None:
-        cond = condition(get_svc(cluster, namespace, name), "Degraded")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = wait_until(degraded, timeout=60, what="Degraded=True when a child is refused")
+    cond = wait_degraded(
+        cluster, namespace, name, timeout=60, what="Degraded=True when a child is refused"
+    )
     assert cond["reason"] == "ApplyFailed"
     assert "services" in cond["message"] and "403" in cond["message"]
