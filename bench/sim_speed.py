@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sim_speed.py [--multipliers 1,4] [--duration 3600] [--replicas 8]
 
-Writes bench/results/sim_speed.json and .md. A figure, not a test: nothing here passes or
+Writes bench/results/sim_speed.json, .md and .png. A figure, not a test: nothing here passes or
 fails on time. Wall time depends on the machine and on what else runs on it (the load average
 at the start is recorded).
 """
@@ -100,6 +100,28 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_plot(report: dict[str, Any], path: Path) -> None:
+    """Wall time and virtual seconds per wall second, per rate multiplier."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = report["runs"]
+    labels = [f"x{r['rate_multiplier']:g}\n{r['requests']:,} req" for r in runs]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    left.bar(labels, [r["wall_seconds"] for r in runs], color="tab:blue")
+    left.set_ylabel("wall seconds for one virtual hour")
+    left.axhline(60, color="tab:red", linestyle="--", label="one minute")
+    left.legend()
+    right.bar(labels, [r["virtual_per_wall"] for r in runs], color="tab:green")
+    right.set_ylabel("virtual seconds per wall second")
+    fig.suptitle(f"Simulator speed: {report['replicas']} x {GPU} + {MODEL}, Azure conv trace")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--multipliers", default="1", help="comma-separated rate multipliers")
@@ -120,11 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "python": platform.python_version(),
         "load_average": load,
+        "replicas": args.replicas,
         "runs": runs,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sim_speed.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "sim_speed.md").write_text(to_markdown(report))
+    write_plot(report, args.out / "sim_speed.png")
     print(to_markdown(report))
     return 0
 
