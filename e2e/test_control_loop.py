@@ -319,7 +319,7 @@ def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
         },
     )
     url = start(cluster, harness, obj)
-    load = BackgroundLoad(url, rate=5, duration=240, prompt=64, output=400).start()
+    load = BackgroundLoad(url, rate=5, duration=420, prompt=64, output=400).start()
     try:
 
         def lowered() -> int | None:
@@ -353,7 +353,9 @@ def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
             itl = s.get("metrics", {}).get("itlP95Seconds")
             return itl if itl is not None and itl < 0.075 else None
 
-        wait_until(recovered, timeout=120, what="ITL p95 back under the 75 ms SLO")
+        # one cut may not be enough under a loaded machine: a second one follows the retune
+        # cooldown (900 s x 0.05) once the first is judged
+        wait_until(recovered, timeout=260, what="ITL p95 back under the 75 ms SLO")
     finally:
         load.join(timeout=0)
     assert_spec_untouched(cluster, namespace, "chatty")
