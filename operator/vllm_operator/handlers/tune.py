@@ -23,6 +23,7 @@ from vllm_operator.handlers.replicas import build_replicas_patch
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.observability import DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.status.conditions import set_condition
+from vllm_operator.status.summarize import read_rollout
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.model import Decision, FleetView, MetricsSnapshot
 from vllm_operator.tuning.persist import state_from_status, status_from_state
@@ -40,16 +41,8 @@ def tuning_enabled(svc: VLLMService) -> bool:
 def build_fleet_view(deployment: dict[str, Any] | None) -> FleetView | None:
     if deployment is None:
         return None
-    spec, st = deployment.get("spec", {}), deployment.get("status", {})
-    desired = int(spec.get("replicas", 1))
-    updated = int(st.get("updatedReplicas", 0))
-    seen = int(st.get("observedGeneration", 0)) >= int(
-        deployment.get("metadata", {}).get("generation", 1)
-    )
-    rolling = not seen or updated < desired or int(st.get("replicas", 0)) > updated
-    return FleetView(
-        desired=desired, ready=int(st.get("readyReplicas", 0)), updated=updated, rolling=rolling
-    )
+    r = read_rollout(deployment)
+    return FleetView(desired=r.desired, ready=r.ready, updated=r.updated, rolling=not r.rolled)
 
 
 def build_metrics_status(snapshot: MetricsSnapshot, window: str, now: datetime) -> dict[str, Any]:

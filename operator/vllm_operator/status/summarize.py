@@ -26,14 +26,29 @@ class Observed:
     problem: tuple[str, str] | None = None  # (reason, message) that stops rendering
 
 
-def _replicas(dep: dict[str, Any]) -> tuple[int, int, int, int]:
+@dataclass(frozen=True)
+class Rollout:
+    """A Deployment's replica counts, and whether every replica runs the current template."""
+
+    desired: int
+    current: int
+    updated: int
+    ready: int
+    rolled: bool
+
+
+def read_rollout(dep: dict[str, Any]) -> Rollout:
+    """Shared by status (Progressing) and the tuner (hold still while a rollout runs)."""
     spec, st = dep.get("spec", {}), dep.get("status", {})
     desired = int(spec.get("replicas", 1))
-    return (
-        desired,
-        int(st.get("replicas", 0)),
-        int(st.get("updatedReplicas", 0)),
-        int(st.get("readyReplicas", 0)),
+    current, updated = int(st.get("replicas", 0)), int(st.get("updatedReplicas", 0))
+    seen = int(st.get("observedGeneration", 0)) >= int(dep.get("metadata", {}).get("generation", 1))
+    return Rollout(
+        desired=desired,
+        current=current,
+        updated=updated,
+        ready=int(st.get("readyReplicas", 0)),
+        rolled=seen and updated >= desired and current == updated,
     )
 
 
@@ -83,11 +98,13 @@ def summarize_status(
         return out
 
     dep = observed.deployment or {}
-    desired, current, updated, ready = _replicas(dep)
-    seen = int(dep.get("status", {}).get("observedGeneration", 0)) >= int(
-        dep.get("metadata", {}).get("generation", 1)
+    rollout = read_rollout(dep)
+    desired, updated, ready, rolled = (
+        rollout.desired,
+        rollout.updated,
+        rollout.ready,
+        rollout.rolled,
     )
-    rolled = seen and updated >= desired and current == updated
     out.update(replicas=desired, readyReplicas=ready, updatedReplicas=updated)
 
     progress = _deployment_condition(dep, "Progressing")
