@@ -49,7 +49,9 @@ class Balancer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         pod = self._pick()
-        if pod is None or self._session is None:
+        # the URL now: the harness may replace the backends while this request is read
+        base = self.backends.get(pod or "")
+        if pod is None or base is None or self._session is None:
             return web.json_response(
                 {"error": {"message": f"no ready backend for {self.key}", "code": 503}},
                 status=503,
@@ -60,7 +62,7 @@ class Balancer:
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP | {"host"}}
             async with self._session.request(
                 request.method,
-                self.backends[pod] + request.rel_url.path_qs,
+                base + request.rel_url.path_qs,
                 data=body,
                 headers=headers,
             ) as upstream:

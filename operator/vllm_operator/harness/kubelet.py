@@ -19,6 +19,7 @@ from vllm_operator import constants as c
 from vllm_operator.catalog import GPUCatalog
 from vllm_operator.harness.balancer import Balancer
 from vllm_operator.harness.targets import (
+    balancer_keys,
     build_sd_target,
     build_twin_command,
     gpu_type_for_node,
@@ -82,14 +83,18 @@ class TwinKubelet:
         finally:
             await self.shutdown()
 
-    async def sync_once(self) -> None:
+    async def _list_managed(self, kind: str) -> list[dict[str, Any]]:
         selector = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
-        if self.namespaces:
-            pods = []
-            for ns in self.namespaces:
-                pods += await asyncio.to_thread(self.kube.list, "v1", "Pod", ns, selector)
-        else:
-            pods = await asyncio.to_thread(self.kube.list, "v1", "Pod", None, selector)
+        if not self.namespaces:
+            return await asyncio.to_thread(self.kube.list, "v1", kind, None, selector)
+        out: list[dict[str, Any]] = []
+        for ns in self.namespaces:
+            out += await asyncio.to_thread(self.kube.list, "v1", kind, ns, selector)
+        return out
+
+    async def sync_once(self) -> None:
+        pods = await self._list_managed("Pod")
+        services = await self._list_managed("Service")
         nodes = await asyncio.to_thread(self.kube.list, "v1", "Node", None)
         node_labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in nodes}
         wanted = {p["metadata"]["uid"]: p for p in pods if is_running(p) and service_key(p)}
@@ -104,7 +109,7 @@ class TwinKubelet:
                 )
         for twin in self.twins.values():
             await self._check(twin)
-        await self._sync_balancers(wanted)
+        await self._sync_balancers(balancer_keys(services, wanted.values()))
         self._write_state()
 
     async def _start_twin(self, pod: dict[str, Any], gpu_type: str | None) -> Twin:
@@ -153,15 +158,16 @@ class TwinKubelet:
                 twin.proc.kill()
                 await twin.proc.wait()
 
-    async def _sync_balancers(self, wanted: dict[str, dict[str, Any]]) -> None:
-        keys = {service_key(p) for p in wanted.values()} - {None}
+    async def _sync_balancers(self, keys: set[str]) -> None:
         for key in list(self.balancers):
             if key not in keys:
                 await self.balancers.pop(key).stop()
-        for key in sorted(k for k in keys if k):
+                log.info("balancer for %s stopped: its Service and pods are gone", key)
+        for key in sorted(keys):
             if key not in self.balancers:
                 self.balancers[key] = Balancer(key)
-                await self.balancers[key].start()
+                url = await self.balancers[key].start()
+                log.info("balancer for %s on %s", key, url)
             ready = {t.name: t.url for t in self.twins.values() if t.key == key and t.ready}
             self.balancers[key].set_backends(ready)
 

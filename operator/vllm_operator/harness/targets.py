@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vllm_operator import constants as c
@@ -78,10 +78,26 @@ def build_sd_target(pod: Mapping[str, Any], port: int) -> list[dict[str, Any]]:
     return [{"targets": [f"127.0.0.1:{port}"], "labels": labels}]
 
 
-def service_key(pod: Mapping[str, Any]) -> str | None:
-    meta = pod["metadata"]
+def service_key(obj: Mapping[str, Any]) -> str | None:
+    """ "namespace/name" of the VLLMService a rendered pod or Service belongs to."""
+    meta = obj["metadata"]
     name = (meta.get("labels") or {}).get(c.LABEL_SERVICE)
     return f"{meta['namespace']}/{name}" if name else None
+
+
+def balancer_keys(
+    services: Iterable[Mapping[str, Any]], running_pods: Iterable[Mapping[str, Any]]
+) -> set[str]:
+    """The VLLMServices that need a balancer now.
+
+    A balancer plays the ClusterIP, whose address lives as long as the Service object: a rollout
+    with maxSurge 0 leaves no Running pod for a moment, and a balancer dropped then would come
+    back on another port while clients still hold the old one. Pods count too, for a pod whose
+    Service is not there (yet).
+    """
+    live = (s for s in services if not s["metadata"].get("deletionTimestamp"))
+    keys = {service_key(o) for o in (*live, *running_pods)}
+    return {k for k in keys if k}
 
 
 def is_running(pod: Mapping[str, Any]) -> bool:

@@ -1,0 +1,45 @@
+"""Which VLLMServices the e2e harness keeps a balancer for, and what counts as a running pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_operator import constants as c
+from vllm_operator.harness.targets import balancer_keys, is_running, service_key
+
+
+def obj(
+    name: str, *, service: str | None = "chat", ns: str = "team-a", **meta: Any
+) -> dict[str, Any]:
+    labels = {c.LABEL_SERVICE: service} if service else {}
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels, **meta}}
+
+
+def pod(name: str, phase: str = "Running", **meta: Any) -> dict[str, Any]:
+    return {**obj(name, **meta), "status": {"phase": phase}}
+
+
+def test_service_key_is_namespace_and_vllmservice_name() -> None:
+    assert service_key(obj("chat-abc", service="chat", ns="team-b")) == "team-b/chat"
+    assert service_key(obj("other", service=None)) is None
+
+
+def test_a_pod_counts_as_running_only_in_phase_running_and_not_terminating() -> None:
+    assert is_running(pod("p"))
+    assert not is_running(pod("p", phase="Pending"))
+    assert not is_running(pod("p", deletionTimestamp="2026-11-29T00:00:00Z"))
+
+
+def test_the_balancer_outlives_a_moment_without_running_pods() -> None:
+    # maxSurge 0: the old pod is gone before the new one runs; the Service is still there.
+    assert balancer_keys([obj("chat")], []) == {"team-a/chat"}
+
+
+def test_a_pod_without_its_service_still_gets_a_balancer() -> None:
+    assert balancer_keys([], [pod("solo-1", service="solo")]) == {"team-a/solo"}
+
+
+def test_no_balancer_once_service_and_pods_are_gone_or_going() -> None:
+    going = obj("chat", deletionTimestamp="2026-11-29T00:00:00Z")
+    assert balancer_keys([going], []) == set()
+    assert balancer_keys([obj("unlabelled", service=None)], []) == set()
