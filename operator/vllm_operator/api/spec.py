@@ -272,7 +272,10 @@ class AutotuneSpec(SpecModel):
         default=1,
         ge=0,
         le=60,
-        description="Most budget changes (each restarts the pods) per hour; 0 freezes budgets.",
+        description=(
+            "Most budget changes per hour, each a restart of every pod; 0 freezes budgets. A"
+            " rollback of a change that made things worse counts but is never held."
+        ),
     )
 
     @field_validator("mode", mode="before")

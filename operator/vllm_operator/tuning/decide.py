@@ -18,7 +18,10 @@ The chain, first match wins (docs/tuning.md has the thresholds):
 
 Entry problems come first because a refused request is worse than a slow one, and because fixing
 the running layer first would push more requests into the queue. Rule 1 comes before every other
-rule so that nothing moves while a change is being judged ("change one layer at a time").
+rule so that no budget moves while a change is being judged ("change one layer at a time"). Only
+adding replicas goes through while a change settles: a fleet that overloads then cannot wait the
+minutes a judgement takes, and more replicas can only make the change look better, never get it
+rolled back wrongly.
 """
 
 from __future__ import annotations
@@ -54,6 +57,15 @@ RULES: tuple[Rule, ...] = (
     rules.prefill_bound,
     rules.latency_over,
     rules.low_load_rule,
+)
+
+# The rules whose remedies include adding replicas (not rule 5, an opportunity; not rule 8).
+SCALE_UP_RULES: tuple[Rule, ...] = (
+    rules.rejections_without_headroom,
+    rules.rejections_with_headroom,
+    rules.running_too_big,
+    rules.prefill_bound,
+    rules.latency_over,
 )
 
 _DEFAULT_SETTINGS = TuningSettings()
@@ -92,8 +104,28 @@ def _chain(i: Inputs) -> Decision:
     for rule in RULES:
         decision = rule(voted)
         if decision is not None:
+            if decision.reason == "RetuneSettling":
+                return _scale_up_while_settling(replace(voted, state=decision.state), decision)
             return decision
     return rules.within_slo(voted)
+
+
+def _scale_up_while_settling(i: Inputs, settling: Decision) -> Decision:
+    """The problem rules, run while a change settles, keep only a scale-up; else the settling hold.
+
+    Their budget remedies are blocked by the retune cooldown, which outlasts the judgement, so
+    their first remedy that can act is a scale-up when autoscaling allows one.
+    """
+    for rule in SCALE_UP_RULES:
+        decision = rule(i)
+        if decision is None:
+            continue
+        action = decision.action
+        grows = action.kind == "ScaleReplicas" and (action.to_value or 0) > (action.from_value or 0)
+        if grows:
+            return replace(decision, message=f"{decision.message} ({settling.message})")
+        return settling
+    return settling
 
 
 def _recommend(acting: Decision, advice: Decision) -> Decision:

@@ -6,6 +6,9 @@ delay, window). "Clearly worse" is one of:
   * a figure the change targeted is over its target and worse than before by the margin;
   * a figure the change put at risk was within its target before and is now over it by the margin.
 Everything else keeps the change (a change that did not help is kept; the next rule may go on).
+A figure that got worse while traffic rose beyond the load tolerance says nothing about the change,
+so it keeps the change too. A rollback is not held by maxRestartsPerHour: it undoes the tuner's own
+change, and a harmful change held for up to an hour is what the budget exists to prevent.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Literal
 
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.inputs import Inputs, spec_budget
-from vllm_operator.tuning.limits import label, restart_budget_blocker
+from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Action, Decision, Hold, PendingRetune
 from vllm_operator.tuning.outcome import hold
 
@@ -121,16 +124,26 @@ def pending_rule(i: Inputs) -> Decision | None:
         left = (p.settled_at + wait - i.now).total_seconds()
         return hold("RetuneSettling", f"{change} is judged in {left:.0f}s", i.snapshot, i.state)
     why = worse(i, p)
+    kept = replace(i.state, pending=None)
     if why is None:
         targeted, guarded = _JUDGED.get((p.field, _direction(p)), _ANY)
         seen = (
             ", ".join(_change(*t) for t in _pairs(i, p, targeted + guarded))
             or "no comparable figures"
         )
-        state = replace(i.state, pending=None)
-        return hold("RetuneKept", f"{change} kept: {seen}", i.snapshot, state)
-    blocked = restart_budget_blocker(i)
-    if blocked is not None:
-        message = f"{change} made {why}, but the rollback waits: {blocked.phrase}"
-        return hold("HoldRollbackRestartBudget", message, i.snapshot, i.state)
+        return hold("RetuneKept", f"{change} kept: {seen}", i.snapshot, kept)
+    rise = load_rise(i, p)
+    if rise is not None:
+        message = f"{change} kept: {why}, but {rise}, so the change is not to blame"
+        return hold("RetuneKept", message, i.snapshot, kept)
     return _rollback(i, p, why, change)
+
+
+def load_rise(i: Inputs, p: PendingRetune) -> str | None:
+    """The phrase of a traffic rise beyond the tolerance since the change, else None."""
+    before, after = p.before.get("request_rate"), i.snapshot.request_rate
+    if before is None or after is None or before <= 0:
+        return None
+    if after <= before * (1 + i.settings.judgement_load_tolerance):
+        return None
+    return f"traffic rose {after / before - 1:.0%} ({before:.3g} -> {after:.3g} req/s)"

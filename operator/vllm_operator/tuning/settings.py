@@ -26,6 +26,7 @@ class TuningSettings:
     hold_after_rollback: timedelta = timedelta(seconds=1800)
     restart_window: timedelta = timedelta(hours=1)  # what "per hour" in maxRestartsPerHour means
     rollback_margin: float = 0.1  # "clearly worse": 10% beyond the figure before the change
+    judgement_load_tolerance: float = 0.25  # traffic up more than 25%: "worse" is not the change's
     max_budget_step: float = 2.0  # at most x2 up or /2 down per decision
     default_bound_factor: float = 4.0  # without spec bounds: [spec / 4, spec * 4]
     # Hysteresis: act above the SLO, aim at `headroom` x SLO, call `well_under` x SLO quiet.
@@ -52,6 +53,8 @@ class TuningSettings:
             problems.append("need scale_down_votes >= 1 and 0 < scale_down_fraction < 1")
         if self.scale_up_fraction <= 0 or self.rollback_margin < 0:
             problems.append("need scale_up_fraction > 0 and rollback_margin >= 0")
+        if self.judgement_load_tolerance < 0:
+            problems.append("need judgement_load_tolerance >= 0")
         if problems:
             raise ValueError("TuningSettings: " + "; ".join(problems))
 

@@ -86,13 +86,63 @@ def test_the_hold_blocks_the_same_direction_until_it_ends() -> None:
     ]
 
 
-def test_rollback_waits_for_the_restart_budget() -> None:
+def test_a_rollback_is_not_held_by_the_restart_budget() -> None:
+    # Both restarts of the hour are spent (the change itself and one more): the harmful change
+    # is undone anyway, and the rollback counts, so forward changes wait for the budget.
     full = judged(restart_times=(APPLIED, T0 - timedelta(minutes=1)))
     decision = decide(spec(), snap(rejection_ratio=0.08), full, T0)
-    assert (brief(decision), decision.state.pending) == (
-        ("Hold", "HoldRollbackRestartBudget", None, None, None),
-        RAISED_QUEUE,
-    )
+    assert brief(decision) == ROLLBACK
+    assert decision.state.restart_times == (APPLIED, T0 - timedelta(minutes=1), T0)
+
+
+@pytest.mark.parametrize(
+    ("rate", "expected"),
+    [
+        (12.5, ROLLBACK),  # +25%: within the tolerance, the change is to blame
+        (12.6, KEPT),  # +26%: traffic, not the change, may have made it worse
+        (8.0, ROLLBACK),  # traffic fell: worse all the same
+    ],
+)
+def test_a_figure_worse_under_rising_traffic_does_not_roll_back(
+    rate: float | None, expected: tuple[Any, ...]
+) -> None:
+    decision = decide(spec(), snap(rejection_ratio=0.08, request_rate=rate), judged(), T0)
+    assert brief(decision) == expected
+    if expected == KEPT:
+        assert decision.state.pending is None
+        assert decision.message == (
+            "queue.maxRequests 32 -> 64 kept: rejection_ratio 5.0% -> 8.0%, but traffic rose 26% "
+            "(10 -> 12.6 req/s), so the change is not to blame"
+        )
+
+
+SETTLING = replace(RAISED_QUEUE, settled_at=T0 - timedelta(seconds=60))
+
+
+def test_replicas_may_grow_while_a_change_settles() -> None:
+    # 503s over budget with TTFT at its SLO: rule 2 scales up, and the judgement stays pending.
+    overloaded = snap(rejection_ratio=0.2, rejection_rate=2.0, ttft_p95=0.6)
+    decision = decide(spec(), overloaded, judged(SETTLING), T0)
+    assert brief(decision) == ("ScaleReplicas", "ScaleUpRejections", "replicas", 2, 3)
+    assert decision.state.pending == SETTLING
+    assert decision.message.endswith("(queue.maxRequests 32 -> 64 is judged in 120s)")
+
+
+@pytest.mark.parametrize(
+    ("after", "autoscaling"),
+    [
+        ({"rejection_ratio": 0.2, "rejection_rate": 2.0, "ttft_p95": 0.6}, None),  # no replicas
+        ({"itl_p95": 0.01, "running": 16.0, "waiting": 10.0}, {}),  # rule 5, an opportunity
+        ({"running": 1.0, "ttft_p95": 0.1, "itl_p95": 0.01}, {}),  # low load: no scale-down
+    ],
+)
+def test_nothing_else_moves_while_a_change_settles(
+    after: dict[str, Any], autoscaling: dict[str, Any] | None
+) -> None:
+    ready_to_scale_down = judged(SETTLING, scale_down_votes=2)
+    decision = decide(spec(autoscaling=autoscaling), snap(**after), ready_to_scale_down, T0)
+    assert brief(decision) == ("Hold", "RetuneSettling", None, None, None)
+    assert decision.state.pending == SETTLING
 
 
 LOWERED = PendingRetune(
@@ -152,12 +202,6 @@ def test_a_rollout_restarts_the_clock() -> None:
         "HoldRollout",
         replace(RAISED_QUEUE, settled_at=None),
     )
-
-
-def test_nothing_else_moves_while_a_change_settles() -> None:
-    pending = replace(RAISED_QUEUE, settled_at=T0 - timedelta(seconds=10))
-    decision = decide(spec(), snap(ttft_p95=0.9), judged(pending), T0)
-    assert brief(decision) == ("Hold", "RetuneSettling", None, None, None)
 
 
 @pytest.mark.parametrize("mode", ["Off", "Recommend"])

@@ -53,8 +53,8 @@ def test_busy_then_quiet_settles_without_oscillation() -> None:
         state = decision.state
     assert moves == [
         (0, "RaiseQueueRejections", "maxRequests", 8, 16),  # 60% refused, TTFT has headroom
+        (1, "ScaleUpRejections", "replicas", 2, 3),  # 20% refused, TTFT near its SLO: no waiting
         (4, "RetuneKept", None, None, None),  # judged 180 s after it settled: 503s down
-        (5, "ScaleUpRejections", "replicas", 2, 3),  # 20% refused, TTFT now near its SLO
         (15, "LowerActiveSeqsITL", "maxActiveSeqs", 8, 5),  # ITL 58ms; waited out the cooldown
         (19, "RetuneKept", None, None, None),  # ITL 40ms, TTFT still within
         (52, "ScaleDownLowLoad", "replicas", 3, 2),  # third low-load vote after demand fell
