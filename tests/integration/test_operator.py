@@ -347,3 +347,12 @@ def test_a_child_the_api_refuses_is_reported_in_status(
     )
     assert cond["reason"] == "ApplyFailed"
     assert "services" in cond["message"] and "403" in cond["message"]
+    # The Deployment went in before the refused Service; status counts its replicas, not 0.
+    apps = client.AppsV1Api(cluster.api)
+    desired = apps.read_namespaced_deployment(name, namespace).spec.replicas
+    assert desired == obj["spec"].get("replicas", 1) >= 1
+    wait_until(
+        lambda: get_svc(cluster, namespace, name)["status"].get("replicas") == desired,
+        timeout=30,
+        what="status.replicas to count the Deployment's replicas",
+    )

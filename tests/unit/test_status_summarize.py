@@ -135,6 +135,15 @@ def test_a_problem_that_stops_rendering_is_degraded_and_not_ready() -> None:
     assert (status["replicas"], status["readyReplicas"]) == (0, 0)
 
 
+def test_a_problem_still_counts_the_pods_of_the_last_good_spec() -> None:
+    # e.g. ApplyFailed (quota) after an edit: nothing new applied, the old pods still serve
+    running = Observed(deployment(3, 3, 3, 2), problem=("ApplyFailed", "quota exceeded"))
+    status = summarize(running)
+    assert states(status)["Degraded"] == ("True", "ApplyFailed")
+    assert states(status)["Ready"] == ("False", "ApplyFailed")
+    assert (status["replicas"], status["updatedReplicas"], status["readyReplicas"]) == (3, 3, 2)
+
+
 def test_replica_counts() -> None:
     status = summarize(Observed(deployment(3, 3, 2, 1)))
     assert (status["replicas"], status["updatedReplicas"], status["readyReplicas"]) == (3, 2, 1)

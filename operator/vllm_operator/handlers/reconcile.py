@@ -101,6 +101,7 @@ def reconcile(
     now = deps.clock()
 
     effective = None
+    problem: tuple[str, str] | None = None
     try:
         svc = VLLMService.model_validate(body)
         overrides = overrides_from_status(svc)
@@ -109,21 +110,23 @@ def reconcile(
     except ValidationError as exc:
         # The API server's schema should have refused this; it can still happen for objects
         # stored before a CRD upgrade. Nothing is applied from a spec we cannot trust.
-        observed = Observed(
-            None, problem=(c.REASON_INVALID_SPEC, "; ".join(format_validation_error(exc)))
-        )
+        problem = (c.REASON_INVALID_SPEC, "; ".join(format_validation_error(exc)))
     except UnknownGPUTypeError as exc:
-        observed = Observed(None, problem=(c.REASON_UNKNOWN_GPU, str(exc)))
+        problem = (c.REASON_UNKNOWN_GPU, str(exc))
     except RenderError as exc:
         # e.g. budgets vLLM would refuse on this GPU: nothing is applied, pods keep running
-        observed = Observed(None, problem=(c.REASON_INVALID_SPEC, str(exc)))
+        problem = (c.REASON_INVALID_SPEC, str(exc))
+    if problem is not None:
+        # the pods of the last good spec may still run: status counts them
+        observed = Observed(_stored_deployment(deps, namespace, name, seen), problem=problem)
     else:
         try:
             deployment = _apply_children(deps, svc, manifests, seen)
         except ApiException as exc:
             # The API refused a child (quota, an exhausted Service IP range, a webhook): say so
             # in status, then fail the pass so kopf retries it with back-off.
-            failed = Observed(None, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
+            stored = _stored_deployment(deps, namespace, name, seen)
+            failed = Observed(stored, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
             _write_status(deps, body, previous, failed, effective, now, logger)
             raise
         ready = deployment is not None and int(
@@ -136,6 +139,16 @@ def reconcile(
         observed = Observed(deployment, unschedulable_message=unschedulable)
 
     _write_status(deps, body, previous, observed, effective, now, logger)
+
+
+def _stored_deployment(deps: Deps, namespace: str, name: str, seen: Seen) -> dict[str, Any] | None:
+    """The Deployment as stored, for status on a pass that applies nothing; None if unreadable."""
+    if "Deployment" in seen.children:
+        return seen.children["Deployment"]
+    try:
+        return deps.kube.get("apps/v1", "Deployment", namespace, name)
+    except ApiException:  # the pass reports its own problem; counts are best effort
+        return None
 
 
 def _api_reason(exc: ApiException) -> str:

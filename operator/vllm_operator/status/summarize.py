@@ -89,14 +89,6 @@ def summarize_status(
     if effective is not None:
         out["effective"] = effective
 
-    if observed.problem is not None:
-        reason, message = observed.problem
-        put(c.COND_READY, False, reason, message)
-        put(c.COND_PROGRESSING, False, reason, message)
-        put(c.COND_DEGRADED, True, reason, message)
-        out.update(replicas=0, readyReplicas=0, updatedReplicas=0, conditions=conds)
-        return out
-
     dep = observed.deployment or {}
     rollout = read_rollout(dep)
     desired, updated, ready, rolled = (
@@ -105,6 +97,17 @@ def summarize_status(
         rollout.ready,
         rollout.rolled,
     )
+    if observed.problem is not None:
+        # Nothing new is applied; what still runs (the last good spec's pods) is counted.
+        reason, message = observed.problem
+        put(c.COND_READY, False, reason, message)
+        put(c.COND_PROGRESSING, False, reason, message)
+        put(c.COND_DEGRADED, True, reason, message)
+        if observed.deployment is None:
+            desired = ready = updated = 0
+        out.update(replicas=desired, readyReplicas=ready, updatedReplicas=updated)
+        out["conditions"] = conds
+        return out
     out.update(replicas=desired, readyReplicas=ready, updatedReplicas=updated)
 
     progress = _deployment_condition(dep, "Progressing")
