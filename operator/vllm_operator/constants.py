@@ -32,6 +32,7 @@ FM_STATUS: Final = "vllm-operator-status"
 COND_READY: Final = "Ready"
 COND_PROGRESSING: Final = "Progressing"
 COND_DEGRADED: Final = "Degraded"
+COND_STALLED: Final = "Stalled"  # kstatus' Failed: Degraded for a cause that needs a person
 COND_TUNING_ACTIVE: Final = "TuningActive"
 
 # Condition reasons (CamelCase, one per distinct cause; troubleshooting docs are keyed by them).

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.chart.objects import create, versions_until
 from tests.chart.support import (
     CHART,
     VALUES_DIR,
@@ -37,7 +38,6 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 
-GROUP, VERSION, PLURAL = "serving.vllmop.io", "v1alpha1", "vllmservices"
 CRD_FILES = sorted((CHART / "crds").glob("*.yaml"))
 
 
@@ -159,13 +159,6 @@ def unique_gpu_type() -> str:
     return f"TEST-{uuid.uuid4().hex[:8].upper()}"
 
 
-def create(cluster: Cluster, obj: dict[str, Any]) -> dict[str, Any]:
-    api = client.CustomObjectsApi(cluster.api)
-    ns = obj["metadata"]["namespace"]
-    created: dict[str, Any] = api.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, obj)
-    return created
-
-
 def is_ready(obj: dict[str, Any]) -> bool:
     conds = obj.get("status", {}).get("conditions") or []
     ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
@@ -173,38 +166,10 @@ def is_ready(obj: dict[str, Any]) -> bool:
 
 
 def wait_ready(
-    cluster: Cluster, created: dict[str, Any], op: OperatorRun, timeout: float = 90
+    cluster: Cluster, created: dict[str, Any], op: OperatorRun, timeout: int = 90
 ) -> dict[str, Any]:
-    """The first version of the object that is Ready for its generation, from a watch that
-    starts at its creation (so a Ready written by our operator is seen even if another operator
-    overwrites it a moment later)."""
-    from kubernetes import watch
-
-    api = client.CustomObjectsApi(cluster.api)
-    meta = created["metadata"]
-    w = watch.Watch()
-    last: Any = None
-    try:
-        for event in w.stream(
-            api.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            meta["namespace"],
-            PLURAL,
-            field_selector=f"metadata.name={meta['name']}",
-            resource_version=meta["resourceVersion"],
-            timeout_seconds=int(timeout),
-        ):
-            last = event["object"]
-            if is_ready(last):
-                w.stop()
-                return dict(last)
-    except Exception as exc:  # report with the operator's log below
-        last = exc
-    raise AssertionError(
-        f"{meta['namespace']}/{meta['name']} never Ready in {timeout:.0f}s; last: {last!r}\n"
-        f"operator log:\n{op.log()[-4000:]}"
-    )
+    """The first version of the object that is Ready for its generation."""
+    return versions_until(cluster, created, is_ready, op, timeout)[-1]
 
 
 def writes(audit: AuditLog, user: str, namespace: str) -> set[tuple[str, str, str]]:

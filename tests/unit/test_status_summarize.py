@@ -55,6 +55,7 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("True", "ReplicasAvailable"),
                 "Progressing": ("False", "RolloutComplete"),
                 "Degraded": ("False", "AsExpected"),
+                "Stalled": ("False", "AsExpected"),
             },
         ),
         (
@@ -64,6 +65,7 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("False", "ReplicasNotReady"),
                 "Progressing": ("False", "RolloutComplete"),
                 "Degraded": ("False", "AsExpected"),
+                "Stalled": ("False", "AsExpected"),
             },
         ),
         # the Deployment controller has not seen the new template: not Ready, whatever counts say
@@ -74,6 +76,7 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("False", "ReplicasNotReady"),
                 "Progressing": ("True", "RollingOut"),
                 "Degraded": ("False", "AsExpected"),
+                "Stalled": ("False", "AsExpected"),
             },
         ),
         # old and new ReplicaSets both have pods: still rolling
@@ -84,6 +87,7 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("False", "ReplicasNotReady"),
                 "Progressing": ("True", "RollingOut"),
                 "Degraded": ("False", "AsExpected"),
+                "Stalled": ("False", "AsExpected"),
             },
         ),
         (
@@ -93,6 +97,7 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("False", "ReplicasNotReady"),
                 "Progressing": ("False", "RolloutComplete"),
                 "Degraded": ("True", "Unschedulable"),
+                "Stalled": ("False", "Unschedulable"),
             },
         ),
         (
@@ -102,6 +107,18 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("False", "ReplicasNotReady"),
                 "Progressing": ("True", "RollingOut"),
                 "Degraded": ("True", "ProgressDeadlineExceeded"),
+                "Stalled": ("True", "ProgressDeadlineExceeded"),
+            },
+        ),
+        # waiting for a GPU past the Deployment's progress deadline: Failed for kstatus
+        (
+            deployment(2, 2, 2, 0, progressing_reason="ProgressDeadlineExceeded"),
+            "2/2 pods cannot be scheduled: Insufficient nvidia.com/gpu",
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Progressing": ("False", "RolloutComplete"),
+                "Degraded": ("True", "Unschedulable"),
+                "Stalled": ("True", "ProgressDeadlineExceeded"),
             },
         ),
         (
@@ -111,6 +128,7 @@ def states(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
                 "Ready": ("True", "ScaledToZero"),
                 "Progressing": ("False", "RolloutComplete"),
                 "Degraded": ("False", "AsExpected"),
+                "Stalled": ("False", "AsExpected"),
             },
         ),
     ],
@@ -131,6 +149,7 @@ def test_a_problem_that_stops_rendering_is_degraded_and_not_ready() -> None:
         "Ready": ("False", "UnknownGPUType"),
         "Progressing": ("False", "UnknownGPUType"),
         "Degraded": ("True", "UnknownGPUType"),
+        "Stalled": ("True", "UnknownGPUType"),
     }
     assert (status["replicas"], status["readyReplicas"]) == (0, 0)
 
@@ -164,5 +183,20 @@ def test_conditions_of_other_writers_are_neither_copied_nor_a_change() -> None:
         "conditions": [*first["conditions"], {"type": "TuningActive", "status": "True"}],
     }
     second = summarize(Observed(deployment(2, 2, 2, 2)), previous=stored)
-    assert [c["type"] for c in second["conditions"]] == ["Degraded", "Progressing", "Ready"]
+    assert [c["type"] for c in second["conditions"]] == [
+        "Degraded",
+        "Progressing",
+        "Ready",
+        "Stalled",
+    ]
     assert not status_changed(stored, second)
+
+
+def test_ready_false_says_when_ready_pods_run_an_older_spec() -> None:
+    # a paused or just-edited Deployment: both pods ready, neither on the new template
+    status = summarize(Observed(deployment(2, 2, 0, 2, gen=3, seen=3)))
+    ready = next(x for x in status["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["message"]) == (
+        "False",
+        "2/2 replicas ready, 0/2 on the current spec.",
+    )

@@ -16,7 +16,7 @@ MAX_HOLDS: Final = 10  # one per budget field and direction
 
 
 class Condition(StatusModel):
-    type: str = Field(description="Ready, Progressing, Degraded, TuningActive, ...")
+    type: str = Field(description="Ready, Progressing, Degraded, Stalled, TuningActive, ...")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str | None = Field(default=None, description="CamelCase reason for the status.")
     message: str | None = Field(default=None, description="One human sentence.")
@@ -196,7 +196,7 @@ class VLLMServiceStatus(StatusModel):
     )
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready, Progressing, Degraded and tuning conditions.",
+        description="Ready, Progressing, Degraded, Stalled and tuning conditions.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +34,34 @@ from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.conditions import transitions
 from vllm_operator.status.summarize import Observed, status_changed, summarize_status
+
+
+class _ObjectLock:
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+
+_locks: weakref.WeakValueDictionary[tuple[str, str], _ObjectLock] = weakref.WeakValueDictionary()
+_locks_guard = threading.Lock()
+
+
+@contextmanager
+def one_pass_at_a_time(namespace: str, name: str) -> Iterator[None]:
+    """Serialise the passes of one VLLMService across kopf's handler threads and the loops.
+
+    A create pass and the passes of the Deployment's events run at once on kwok-fast rollouts;
+    without this, a pass that read the Deployment early could write its status after a pass that
+    read it later, and Ready would go back to False with no event left to correct it. A lock
+    lives while some pass holds or waits for it (weak values), so deleted objects leave nothing.
+    """
+    with _locks_guard:
+        holder = _locks.get((namespace, name))
+        if holder is None:
+            holder = _locks[(namespace, name)] = _ObjectLock()
+    with holder.lock:
+        yield
 
 
 def selector_for(name: str) -> str:
@@ -94,6 +126,14 @@ def _apply_children(
 
 def reconcile(
     body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any, seen: Seen = Seen()
+) -> None:
+    meta = body["metadata"]
+    with one_pass_at_a_time(meta["namespace"], meta["name"]):
+        _reconcile(body, deps=deps, logger=logger, seen=seen)
+
+
+def _reconcile(
+    body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any, seen: Seen
 ) -> None:
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -217,7 +257,8 @@ def reconcile_by_name(
     seen: Seen = Seen(),
 ) -> None:
     """Reconcile the VLLMService that owns a child that changed (it may be gone already)."""
-    if body is None:
-        body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
-    if body is not None and not body["metadata"].get("deletionTimestamp"):
-        reconcile(body, deps=deps, logger=logger, seen=seen)
+    with one_pass_at_a_time(namespace, name):  # read the parent after the pass before wrote it
+        if body is None:
+            body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
+        if body is not None and not body["metadata"].get("deletionTimestamp"):
+            reconcile(body, deps=deps, logger=logger, seen=seen)

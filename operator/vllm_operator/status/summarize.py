@@ -3,6 +3,12 @@
 Ready follows kstatus: True only when the Deployment has seen the newest pod template and every
 desired replica is updated and ready. Progressing is True while a rollout is under way. Degraded
 says why the service cannot get there on its own (no node fits, bad GPU type, deadline passed).
+
+Stalled is kstatus' own abnormal-true condition, so Flux `wait: true` and other kstatus users
+fail fast instead of waiting out their timeout. kstatus reads Ready=False as InProgress, which is
+right for pods that load a model or wait for a GPU to free, and wrong for a spec no retry will
+fix: Stalled is Degraded minus Unschedulable (capacity may come; the Deployment's own progress
+deadline turns a lasting wait into ProgressDeadlineExceeded, which stalls).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 from vllm_operator import constants as c
 from vllm_operator.status.conditions import set_condition
 
-OWN_CONDITIONS = (c.COND_READY, c.COND_PROGRESSING, c.COND_DEGRADED)
+OWN_CONDITIONS = (c.COND_READY, c.COND_PROGRESSING, c.COND_DEGRADED, c.COND_STALLED)
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,51 @@ def _deployment_condition(dep: dict[str, Any], type_: str) -> dict[str, Any] | N
     return next((x for x in conds if x.get("type") == type_), None)
 
 
+# (type, is True, reason, message) of one condition this controller owns
+Verdict = tuple[str, bool, str, str]
+
+
+def _ready(r: Rollout) -> Verdict:
+    if r.desired == 0:
+        return (c.COND_READY, True, c.REASON_SCALED_TO_ZERO, "Scaled to zero replicas.")
+    counts = f"{r.ready}/{r.desired} replicas ready"
+    if r.rolled and r.ready >= r.desired:
+        return (c.COND_READY, True, c.REASON_AVAILABLE, f"{counts}.")
+    if r.rolled:
+        return (c.COND_READY, False, c.REASON_NOT_READY, f"{counts}.")
+    # ready pods of an older spec do not make the current one ready
+    message = f"{counts}, {r.updated}/{r.desired} on the current spec."
+    return (c.COND_READY, False, c.REASON_NOT_READY, message)
+
+
+def _progressing(r: Rollout) -> Verdict:
+    if r.rolled:
+        return (c.COND_PROGRESSING, False, c.REASON_STABLE, "The pods run the current spec.")
+    message = f"Rolling out: {r.updated}/{r.desired} replicas updated."
+    return (c.COND_PROGRESSING, True, c.REASON_ROLLING_OUT, message)
+
+
+def _degraded_and_stalled(dep: dict[str, Any], unschedulable: str | None) -> list[Verdict]:
+    progress = _deployment_condition(dep, "Progressing") or {}
+    deadline = progress.get("reason") == c.REASON_DEADLINE
+    deadline_message = str(progress.get("message", ""))
+    healthy = "No problem observed."
+    if unschedulable:  # the scheduler's words say more than the deadline's
+        degraded: Verdict = (c.COND_DEGRADED, True, c.REASON_UNSCHEDULABLE, unschedulable)
+    elif deadline:
+        degraded = (c.COND_DEGRADED, True, c.REASON_DEADLINE, deadline_message)
+    else:
+        degraded = (c.COND_DEGRADED, False, c.REASON_HEALTHY, healthy)
+    if deadline:
+        why = unschedulable or deadline_message
+        stalled: Verdict = (c.COND_STALLED, True, c.REASON_DEADLINE, why)
+    elif unschedulable:
+        stalled = (c.COND_STALLED, False, c.REASON_UNSCHEDULABLE, "Waiting for a node that fits.")
+    else:
+        stalled = (c.COND_STALLED, False, c.REASON_HEALTHY, healthy)
+    return [degraded, stalled]
+
+
 def summarize_status(
     *,
     generation: int,
@@ -68,78 +119,44 @@ def summarize_status(
 ) -> dict[str, Any]:
     """The status fields this controller owns (field manager vllm-operator-status).
 
-    Only Ready, Progressing and Degraded: the tuner owns its own condition entries (conditions
-    are a map-list keyed by type), and re-applying its entries from here could undo a newer write.
+    Only Ready, Progressing, Degraded and Stalled: the tuner owns its own condition entries
+    (conditions are a map-list keyed by type), and re-applying its entries from here could undo
+    a newer write.
     """
+    out: dict[str, Any] = {"observedGeneration": generation, "selector": selector}
+    if effective is not None:
+        out["effective"] = effective
+    dep = observed.deployment or {}
+    rollout = read_rollout(dep)
+    if observed.problem is not None:
+        # Nothing new is applied; what still runs (the last good spec's pods) is counted.
+        reason, message = observed.problem
+        verdicts = [
+            (type_, type_ in (c.COND_DEGRADED, c.COND_STALLED), reason, message)
+            for type_ in OWN_CONDITIONS
+        ]
+        if observed.deployment is None:
+            rollout = Rollout(desired=0, current=0, updated=0, ready=0, rolled=True)
+    else:
+        verdicts = [
+            _ready(rollout),
+            _progressing(rollout),
+            *_degraded_and_stalled(dep, observed.unschedulable_message),
+        ]
+    out.update(
+        replicas=rollout.desired, readyReplicas=rollout.ready, updatedReplicas=rollout.updated
+    )
     conds = [x for x in previous.get("conditions") or [] if x.get("type") in OWN_CONDITIONS]
-
-    def put(type_: str, status: bool, reason: str, message: str) -> None:
-        nonlocal conds
+    for type_, is_true, reason, message in verdicts:
         conds = set_condition(
             conds,
             type=type_,
-            status="True" if status else "False",
+            status="True" if is_true else "False",
             reason=reason,
             message=message,
             generation=generation,
             now=now,
         )
-
-    out: dict[str, Any] = {"observedGeneration": generation, "selector": selector}
-    if effective is not None:
-        out["effective"] = effective
-
-    dep = observed.deployment or {}
-    rollout = read_rollout(dep)
-    desired, updated, ready, rolled = (
-        rollout.desired,
-        rollout.updated,
-        rollout.ready,
-        rollout.rolled,
-    )
-    if observed.problem is not None:
-        # Nothing new is applied; what still runs (the last good spec's pods) is counted.
-        reason, message = observed.problem
-        put(c.COND_READY, False, reason, message)
-        put(c.COND_PROGRESSING, False, reason, message)
-        put(c.COND_DEGRADED, True, reason, message)
-        if observed.deployment is None:
-            desired = ready = updated = 0
-        out.update(replicas=desired, readyReplicas=ready, updatedReplicas=updated)
-        out["conditions"] = conds
-        return out
-    out.update(replicas=desired, readyReplicas=ready, updatedReplicas=updated)
-
-    progress = _deployment_condition(dep, "Progressing")
-    deadline = progress is not None and progress.get("reason") == c.REASON_DEADLINE
-    if desired == 0:
-        put(c.COND_READY, True, c.REASON_SCALED_TO_ZERO, "Scaled to zero replicas.")
-    elif rolled and ready >= desired:
-        put(c.COND_READY, True, c.REASON_AVAILABLE, f"{ready}/{desired} replicas ready.")
-    else:
-        put(c.COND_READY, False, c.REASON_NOT_READY, f"{ready}/{desired} replicas ready.")
-
-    if rolled:
-        put(c.COND_PROGRESSING, False, c.REASON_STABLE, "The pods run the current spec.")
-    else:
-        put(
-            c.COND_PROGRESSING,
-            True,
-            c.REASON_ROLLING_OUT,
-            f"Rolling out: {updated}/{desired} replicas updated.",
-        )
-
-    if observed.unschedulable_message:
-        put(c.COND_DEGRADED, True, c.REASON_UNSCHEDULABLE, observed.unschedulable_message)
-    elif deadline:
-        put(
-            c.COND_DEGRADED,
-            True,
-            c.REASON_DEADLINE,
-            str(progress.get("message", "")) if progress else "",
-        )
-    else:
-        put(c.COND_DEGRADED, False, c.REASON_HEALTHY, "No problem observed.")
     out["conditions"] = conds
     return out
 
