@@ -79,7 +79,7 @@ def build_sd_target(pod: Mapping[str, Any], port: int) -> list[dict[str, Any]]:
 
 
 def service_key(obj: Mapping[str, Any]) -> str | None:
-    """ "namespace/name" of the VLLMService a rendered pod or Service belongs to."""
+    """The "namespace/name" of the VLLMService that a rendered pod or Service belongs to."""
     meta = obj["metadata"]
     name = (meta.get("labels") or {}).get(c.LABEL_SERVICE)
     return f"{meta['namespace']}/{name}" if name else None
