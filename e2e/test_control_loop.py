@@ -229,6 +229,10 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
 def test_restart_budget_and_bounds_hold_under_steady_pressure(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
@@ -247,17 +251,15 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
     try:
         # The first retune: 2 -> 4 (x2 at most, and 4 is the bound), a restart with the new flag.
         def raised() -> bool:
-            args = get(cluster, "deployment", namespace, "pushy")["spec"]["template"]["spec"][
-                "containers"
-            ][0]["args"]
-            return args[args.index("--max-num-queued-reqs") + 1] == "4"
+            dep = get(cluster, "deployment", namespace, "pushy")
+            args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+            return flag(args, "--max-num-queued-reqs") == "4"
 
         wait_until(raised, timeout=90, what="maxRequests raised to its bound")
         # new twins run the new flag
         wait_until(
             lambda: any(
-                "--max-num-queued-reqs" in t["args"]
-                and t["args"][t["args"].index("--max-num-queued-reqs") + 1] == "4"
+                flag(t["args"], "--max-num-queued-reqs") == "4"
                 for t in harness.ready_twins(namespace, "pushy").values()
             ),
             timeout=60,
@@ -308,10 +310,6 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
     overrides = status["tuning"].get("overrides", {})
     assert overrides.get("maxRequests") == 4
     assert_spec_untouched(cluster, namespace, "pushy")
-
-
-def flag(args: list[str], name: str) -> str | None:
-    return args[args.index(name) + 1] if name in args else None
 
 
 def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
