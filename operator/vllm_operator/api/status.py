@@ -136,6 +136,21 @@ class PendingRetuneStatus(StatusModel):
     )
 
 
+class CapacityStatus(StatusModel):
+    """What one pod was seen to serve within the SLO (docs/tuning.md, rule 8)."""
+
+    per_pod: float = Field(
+        ge=0,
+        description=(
+            "Requests per second per pod at which a scale-up for a missed SLO last fired, or a "
+            "higher rate since served with headroom."
+        ),
+    )
+    learned_at: datetime = Field(
+        description="When it was learned or raised; it is forgotten an hour later."
+    )
+
+
 class TuningStatus(StatusModel):
     mode: str | None = Field(default=None, description="Autotune mode in force.")
     overrides: BudgetValues | None = Field(
@@ -172,6 +187,10 @@ class TuningStatus(StatusModel):
         default_factory=list,
         max_length=MAX_HOLDS,
         description="Directions a budget may not move in, after a rollback.",
+    )
+    capacity: CapacityStatus | None = Field(
+        default=None,
+        description="Learned per-pod capacity: scale up near it, scale down only below it.",
     )
     window: list[WindowSample] = Field(
         default_factory=list,

@@ -13,8 +13,9 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           5  ITL well under SLO, requests wait at the cap    raise maxActiveSeqs (opportunity)
           6  TTFT over SLO from prefill of long prompts      raise maxBatchedTokens, else scale up
           7  TTFT or ITL over SLO otherwise                  scale up
-          8  sustained low load                              scale down
-          9  otherwise                                       WithinSLO
+          8  arrivals near the learned capacity per pod      scale up ahead (opportunity)
+          9  sustained low load                              scale down
+          10 otherwise                                       WithinSLO
 
 Entry problems come first because a refused request is worse than a slow one, and because fixing
 the running layer first would push more requests into the queue. Rule 1 comes before every other
@@ -36,7 +37,7 @@ from vllm_operator.tuning.evaluate import pending_rule
 from vllm_operator.tuning.inputs import Inputs, autotune_mode
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Decision, MetricsSnapshot, TuningState
-from vllm_operator.tuning.scaling import clamp_replicas, low_load
+from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
 
@@ -56,16 +57,18 @@ RULES: tuple[Rule, ...] = (
     rules.waiting_at_cap,
     rules.prefill_bound,
     rules.latency_over,
+    rules.capacity_near,
     rules.low_load_rule,
 )
 
-# The rules whose remedies include adding replicas (not rule 5, an opportunity; not rule 8).
+# The rules whose remedies include adding replicas (not rule 5, a budget opportunity; not 9).
 SCALE_UP_RULES: tuple[Rule, ...] = (
     rules.rejections_without_headroom,
     rules.rejections_with_headroom,
     rules.running_too_big,
     rules.prefill_bound,
     rules.latency_over,
+    rules.capacity_near,
 )
 
 _DEFAULT_SETTINGS = TuningSettings()
@@ -99,8 +102,10 @@ def _chain(i: Inputs) -> Decision:
         decision = guard(unvoted)
         if decision is not None:
             return decision
-    votes = i.state.scale_down_votes + 1 if low_load(unvoted) else 0
-    voted = replace(i, state=replace(i.state, scale_down_votes=votes))
+    # usable figures from here on: what they say of capacity is learned before the rules read it
+    learned = replace(unvoted, state=replace(i.state, capacity=raised_capacity(unvoted)))
+    votes = i.state.scale_down_votes + 1 if low_load(learned) else 0
+    voted = replace(learned, state=replace(learned.state, scale_down_votes=votes))
     for rule in RULES:
         decision = rule(voted)
         if decision is not None:

@@ -100,6 +100,7 @@ def _rollback(i: Inputs, p: PendingRetune, why: str, change: str) -> Decision:
         restart_times=(*i.state.restart_times, i.now),
         retune_cooldown_until=i.now + i.settings.retune_cooldown,
         holds=(*i.state.holds, Hold(p.field, direction, i.now + i.settings.hold_after_rollback)),
+        capacity=None,  # learned under the change just undone
     )
     held = i.settings.hold_after_rollback.total_seconds()
     message = f"{change} made {why}: rolled back, no move {direction} for {held:.0f}s"

@@ -118,6 +118,7 @@ def _applied(i: Inputs, key: BudgetKey, current: int, target: int) -> Move:
         restart_times=(*i.state.restart_times, i.now),
         retune_cooldown_until=i.now + i.settings.retune_cooldown,
         pending=PendingRetune(key, current, target, i.now, i.snapshot.figures()),
+        capacity=None,  # another engine configuration, another capacity
     )
     action = Action("SetBudget", key, current, target)
     return Move(action, state, f"{label(key)} {current} -> {target}")

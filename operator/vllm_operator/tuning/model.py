@@ -107,6 +107,19 @@ class PendingRetune:
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """Requests/s one pod serves within the SLO, learned from the fleet (scaling.py).
+
+    Set to the per-pod arrival rate at which a scale-up for a missed SLO fired, raised when a
+    higher rate is served with headroom, forgotten after capacity_memory and on any budget change
+    (the engine then has another capacity).
+    """
+
+    per_pod: float
+    at: datetime
+
+
+@dataclass(frozen=True)
 class TuningState:
     """Everything the tuner remembers between passes; persisted in status.tuning."""
 
@@ -118,6 +131,7 @@ class TuningState:
     restart_times: tuple[datetime, ...] = ()
     pending: PendingRetune | None = None
     holds: tuple[Hold, ...] = ()
+    capacity: Capacity | None = None
 
 
 @dataclass(frozen=True)

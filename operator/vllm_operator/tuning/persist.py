@@ -17,12 +17,20 @@ from vllm_operator.api.status import (
     MAX_HOLDS,
     MAX_RESTART_TIMES,
     BudgetValues,
+    CapacityStatus,
     PendingRetuneStatus,
     TuningDecisionRecord,
     TuningHold,
     TuningStatus,
 )
-from vllm_operator.tuning.model import BudgetKey, Decision, Hold, PendingRetune, TuningState
+from vllm_operator.tuning.model import (
+    BudgetKey,
+    Capacity,
+    Decision,
+    Hold,
+    PendingRetune,
+    TuningState,
+)
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
 
@@ -63,6 +71,7 @@ def state_from_status(
         restart_times=tuple(status.restart_times),
         pending=pending,
         holds=holds,
+        capacity=None if (c := status.capacity) is None else Capacity(c.per_pod, c.learned_at),
     )
     return normalize_state(state, spec, settings)
 
@@ -139,5 +148,10 @@ def status_from_state(
         holds=[
             TuningHold(field=h.field, direction=h.direction, until=h.until) for h in state.holds
         ][-MAX_HOLDS:],
+        capacity=(
+            None
+            if (c := state.capacity) is None
+            else CapacityStatus(per_pod=c.per_pod, learned_at=c.at)
+        ),
         window=[] if previous is None else list(previous.window),
     )

@@ -1,9 +1,9 @@
-"""Rules 2-9: the diagnosis of DESIGN.md, one layer per decision (docs/tuning.md has the table).
+"""Rules 2-10: the diagnosis of DESIGN.md, one layer per decision (docs/tuning.md has the table).
 
 Each rule returns None when its diagnosis does not apply. A *problem* rule that applies owns the
 pass: it acts through its first workable remedy or holds and says why (never falls through to a
 rule that could make the problem worse, e.g. a scale down during rejections). An *opportunity*
-rule (5) lets the chain go on when it cannot act.
+rule (5, 8) lets the chain go on when it cannot act.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import budget_move
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, Remedy, hold, hold_for, remedy_decision
-from vllm_operator.tuning.scaling import low_load, scale_down, scale_up
+from vllm_operator.tuning.scaling import low_load, near_capacity, scale_down, scale_up
 from vllm_operator.tuning.signals import Latency
 
 
@@ -141,8 +141,26 @@ def latency_over(i: Inputs) -> Decision | None:
     return _problem(i, ["ScaleUpLatency"], diagnosis, [lambda: scale_up(i)])
 
 
+def capacity_near(i: Inputs) -> Decision | None:
+    """8. Arrivals near the capacity a pod was seen to have, latency rising: add a pod ahead.
+
+    A scale-up that waits for the SLO to be missed leaves it missed while the new pod loads
+    (minutes). Like an opportunity rule it lets the chain go on when it cannot act: low load
+    cannot hold at the same time (it needs quiet figures), so nothing below can scale down.
+    """
+    if not near_capacity(i):
+        return None
+    diagnosis = (
+        f"{signals.capacity_phrase(i)} with {signals.latency_phrase(i, 'ttft')} "
+        f"and {signals.latency_phrase(i, 'itl')}"
+    )
+    up = lambda: scale_up(i, missed_slo=False)  # noqa: E731
+    out = remedy_decision(["ScaleUpNearCapacity"], diagnosis, [up], i.snapshot)
+    return out if isinstance(out, Decision) else None
+
+
 def low_load_rule(i: Inputs) -> Decision | None:
-    """8. Sustained low load: scale down one step (votes and stabilisation in scaling.py)."""
+    """9. Sustained low load: scale down one step (votes and stabilisation in scaling.py)."""
     if not low_load(i):
         return None
     diagnosis = f"low load: {signals.running_phrase(i)}, {signals.rejection_phrase(i)}"
@@ -153,9 +171,11 @@ def low_load_rule(i: Inputs) -> Decision | None:
 
 
 def within_slo(i: Inputs) -> Decision:
-    """9. Nothing to do."""
+    """10. Nothing to do."""
     message = (
         f"{signals.rejection_phrase(i)}, {signals.latency_phrase(i, 'ttft')}, "
         f"{signals.latency_phrase(i, 'itl')}, {signals.running_phrase(i)}"
     )
+    if i.state.capacity is not None:
+        message = f"{message}, {signals.capacity_phrase(i)}"
     return hold("WithinSLO", message, i.snapshot, i.state)

@@ -2,8 +2,15 @@
 
 Up: +max(1, floor(50%)) after scale_up_cooldown. Down: -max(1, floor(25%)) (dask), only after
 scale_down_votes consecutive low-load passes and scale_down_stabilization since the last change.
-Low load is judged for the fleet *after* the step, so a scale down never lands the service at the
+Low load is judged for the fleet *after* the step (in-flight requests per pod, KV usage, ITL, and
+arrivals per pod against the learned capacity), so a scale down never lands the service at the
 edge where a scale up would fire again.
+
+Capacity: a scale-up for a missed SLO records the per-pod arrival rate at which the fleet missed
+it. That is what a pod serves, learned on this model, GPU, traffic mix and budgets, with every
+nonlinearity included (ITL grows with the batch, the batch with ITL). Arrivals near it (headroom x
+capacity) with latency no longer quiet scale up before the SLO is missed, which is the lead a pod
+that loads for minutes needs; a scale down must leave each pod under it.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from dataclasses import replace
 
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.inputs import Inputs
-from vllm_operator.tuning.model import Action, Decision
+from vllm_operator.tuning.model import Action, Capacity, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, act
 
 _OFF = Blocked("AutoscalingOff", "autoscaling is off", disabled=True)
@@ -30,7 +37,13 @@ def _move(i: Inputs, target: int) -> Move:
     return Move(action, state, f"replicas {i.replicas} -> {target}")
 
 
-def scale_up(i: Inputs) -> Move | Blocked:
+def rate_per_pod(i: Inputs) -> float | None:
+    rate = i.snapshot.request_rate
+    return rate / i.pods if rate is not None and i.rates_trusted else None
+
+
+def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
+    """One step up. `missed_slo`: the fleet missed its SLO at this load, which teaches capacity."""
     scaling = i.scaling
     if scaling is None:
         return _OFF
@@ -43,7 +56,47 @@ def scale_up(i: Inputs) -> Move | Blocked:
             "ScaleUpCooldown", f"replicas changed {since:.0f}s ago (cooldown {cooldown:.0f}s)"
         )
     step = max(1, math.floor(i.replicas * i.settings.scale_up_fraction))
-    return _move(i, min(top, i.replicas + step))
+    move = _move(i, min(top, i.replicas + step))
+    per_pod = rate_per_pod(i)
+    if not missed_slo or per_pod is None:
+        return move
+    if i.state.capacity is not None and not _one_fleet_size(i, since):
+        return move  # a mixed window reads low: keep what a clean one taught
+    return replace(move, state=replace(move.state, capacity=Capacity(per_pod, i.now)))
+
+
+def _one_fleet_size(i: Inputs, since_scale: float | None) -> bool:
+    """The snapshot window saw one fleet size: the last replica change and the pods it started
+    are older than the window."""
+    settle = i.snapshot.window_seconds + i.settings.pod_ready_allowance.total_seconds()
+    return since_scale is None or since_scale >= settle
+
+
+def raised_capacity(i: Inputs) -> Capacity | None:
+    """The learned capacity, raised when the pods serve more than it with headroom to spare.
+
+    A capacity learned on a heavier traffic mix would otherwise keep the fleet too big for good.
+    """
+    known, per_pod = i.state.capacity, rate_per_pod(i)
+    if known is None or per_pod is None or per_pod <= known.per_pod:
+        return known
+    roomy = signals.headroom(i, "ttft") and signals.headroom(i, "itl")
+    if not roomy or not signals.rejections_quiet(i):
+        return known
+    return Capacity(per_pod, i.now)
+
+
+def near_capacity(i: Inputs) -> bool:
+    """Arrivals per pod at headroom x the learned capacity, and latency or 503s no longer quiet.
+
+    The second half keeps a capacity learned on a heavier mix from adding pods the figures do
+    not ask for (raised_capacity then corrects it).
+    """
+    known, per_pod = i.state.capacity, rate_per_pod(i)
+    if known is None or per_pod is None or per_pod < i.settings.headroom * known.per_pod:
+        return False
+    quiet = signals.rejections_quiet(i) and signals.quiet(i, "ttft") and signals.quiet(i, "itl")
+    return not quiet
 
 
 def scale_down_target(i: Inputs) -> int:
@@ -57,12 +110,25 @@ def low_load(i: Inputs) -> bool:
     snap = i.snapshot
     if i.scaling is None or snap.running is None or snap.waiting is None:
         return False
-    quiet = signals.rejections_quiet(i) and signals.quiet(i, "ttft") and signals.quiet(i, "itl")
+    # With a learned capacity the arrivals judge the step below, and latency needs only headroom:
+    # a floor above well_under x SLO (long prompts) would otherwise forbid any scale down.
+    share = i.settings.headroom if i.state.capacity is not None else i.settings.well_under
+    quiet = (
+        signals.rejections_quiet(i)
+        and signals.quiet(i, "ttft", share)
+        and signals.quiet(i, "itl", share)
+    )
     if not quiet or signals.requests_wait(i) or signals.preempting(i):
         return False
     after = max(1, scale_down_target(i))
     cap = i.active_cap
     if cap is not None and (snap.running + snap.waiting) / after > i.settings.well_under * cap:
+        return False
+    if not signals.itl_fits_after(i, i.replicas / after):
+        return False
+    rate, known = snap.request_rate, i.state.capacity
+    limit = None if known is None else i.settings.headroom * known.per_pod
+    if limit is not None and rate is not None and rate / after >= limit:
         return False
     kv = snap.kv_usage
     return kv is None or kv * i.replicas / after <= i.settings.kv_headroom

@@ -20,6 +20,10 @@ class TuningSettings:
     scale_down_votes: int = 3  # consecutive low-load passes before a scale down
     scale_up_fraction: float = 0.5  # +max(1, floor(50%)) per step
     scale_down_fraction: float = 0.25  # -max(1, floor(25%)) per step (dask)
+    capacity_memory: timedelta = timedelta(hours=1)  # a learned per-pod capacity is forgotten
+    # A pod takes 2-7 minutes to become ready: a window within this time (plus its own length) of
+    # a replica change mixes fleet sizes, and its arrivals per pod read low.
+    pod_ready_allowance: timedelta = timedelta(seconds=420)
     # Budgets: the slow lever (every change restarts every pod).
     retune_cooldown: timedelta = timedelta(seconds=900)
     rollback_evaluation_delay: timedelta = timedelta(seconds=180)  # of fresh figures after rollout

@@ -48,10 +48,26 @@ def well_under(i: Inputs, which: Latency) -> bool:
     return value is not None and target is not None and value <= i.settings.well_under * target
 
 
-def quiet(i: Inputs, which: Latency) -> bool:
-    """For low load: nothing says this latency is busy (no SLO, no figure, or well under)."""
+def quiet(i: Inputs, which: Latency, share: float | None = None) -> bool:
+    """For low load: nothing says this latency is busy (no SLO, no figure, or at most `share`
+    x SLO, well_under by default)."""
     value, target = _latency(i, which)
-    return value is None or target is None or value <= i.settings.well_under * target
+    share = i.settings.well_under if share is None else share
+    return value is None or target is None or value <= share * target
+
+
+def itl_fits_after(i: Inputs, batch_factor: float) -> bool:
+    """ITL keeps its headroom when each pod's decode batch grows by `batch_factor`.
+
+    ITL is taken as proportional to the batch. The real curve has a floor (weights are read once a
+    step whatever the batch), so this overestimates the rise: a scale down it allows is safe, and
+    one it refuses is a step the fleet may well have afforded. A decode batch near the ITL SLO is
+    often far below the active cap, so the cap alone would let a scale down land over the SLO.
+    """
+    value, target = _latency(i, "itl")
+    if value is None or target is None:
+        return True
+    return value * batch_factor <= i.settings.headroom * target
 
 
 def latency_phrase(i: Inputs, which: Latency) -> str:
@@ -123,6 +139,14 @@ def cap_would_bind(i: Inputs, factor: float) -> bool:
 def requests_wait(i: Inputs) -> bool:
     waiting = i.per_pod(i.snapshot.waiting)
     return waiting is not None and waiting >= i.settings.waiting_per_pod
+
+
+def capacity_phrase(i: Inputs) -> str:
+    """Arrivals per pod against the learned capacity (scaling.py); callers check it is known."""
+    known, rate = i.state.capacity, i.snapshot.request_rate
+    learned = "unknown" if known is None else f"{known.per_pod:.2f}/s learned {known.at:%H:%M:%S}Z"
+    per_pod = "?" if rate is None or not i.rates_trusted else f"{rate / i.pods:.2f}/s"
+    return f"arrivals {per_pod} per pod (capacity {learned})"
 
 
 def running_phrase(i: Inputs) -> str:

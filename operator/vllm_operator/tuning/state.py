@@ -3,8 +3,8 @@
 The renderer honours overrides only in autotune mode Auto, so in any other mode none are in force
 and no retune is pending. An override the spec no longer allows (bounds narrowed, maxSeqs
 lowered) is dropped: the spec's own value is then in force, as the user wrote it. Restart times
-older than the restart window and expired holds are forgotten. This runs at the start of every
-pass and in state_from_status, and is idempotent.
+older than the restart window, expired holds and a learned capacity past its memory are
+forgotten. This runs at the start of every pass and in state_from_status, and is idempotent.
 """
 
 from __future__ import annotations
@@ -45,10 +45,14 @@ def normalize_state(
     desired = None
     if scaling is not None:
         desired = spec.replicas if state.desired_replicas is None else state.desired_replicas
-    restart_times, holds = state.restart_times, state.holds
+    restart_times, holds, capacity = state.restart_times, state.holds, state.capacity
     if now is not None:
         restart_times = tuple(t for t in restart_times if now - t < settings.restart_window)
         holds = tuple(h for h in holds if now < h.until)
+        if capacity is not None and now - capacity.at >= settings.capacity_memory:
+            capacity = None
+    if scaling is None:
+        capacity = None  # only replica moves use it
     return replace(
         state,
         overrides=overrides,
@@ -57,4 +61,5 @@ def normalize_state(
         scale_down_votes=state.scale_down_votes if scaling is not None else 0,
         restart_times=restart_times,
         holds=holds,
+        capacity=capacity,
     )

@@ -7,13 +7,21 @@ from datetime import timedelta
 from tests.unit.tuning.support import T0, snap, spec, state
 from vllm_operator.api.status import (
     BudgetValues,
+    CapacityStatus,
     PendingRetuneStatus,
     TuningDecisionRecord,
     TuningHold,
     TuningStatus,
 )
 from vllm_operator.tuning.decide import decide
-from vllm_operator.tuning.model import Action, Decision, Hold, PendingRetune, TuningState
+from vllm_operator.tuning.model import (
+    Action,
+    Capacity,
+    Decision,
+    Hold,
+    PendingRetune,
+    TuningState,
+)
 from vllm_operator.tuning.persist import state_from_status, status_from_state
 
 PENDING = PendingRetune(
@@ -28,6 +36,7 @@ FULL = TuningState(
     restart_times=(T0 - timedelta(minutes=3),),
     pending=PENDING,
     holds=(Hold("maxActiveSeqs", "down", T0 + timedelta(minutes=20)),),
+    capacity=Capacity(4.25, T0 - timedelta(minutes=7)),
 )
 WITHIN = Decision(Action("Hold"), "WithinSLO", "fine", {"ttft_p95": 0.3}, FULL)
 
@@ -71,6 +80,7 @@ def test_status_fields() -> None:
         holds=[
             TuningHold(field="maxActiveSeqs", direction="down", until=T0 + timedelta(minutes=20))
         ],
+        capacity=CapacityStatus(per_pod=4.25, learned_at=T0 - timedelta(minutes=7)),
     )
 
 

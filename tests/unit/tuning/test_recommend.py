@@ -76,6 +76,6 @@ def test_a_replica_move_mentions_the_advice() -> None:
 
 
 def test_recommend_counts_low_load_votes() -> None:
-    low = snap(running=4.8, itl_p95=0.03, kv_usage=0.4)
+    low = snap(running=4.8, itl_p95=0.02, kv_usage=0.4)
     decision = decide(spec(**RECOMMEND), low, state(scale_down_votes=1), T0)
     assert (decision.reason, decision.state.scale_down_votes) == ("ScaleDownVoting", 2)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.tuning.support import LONG_AGO, T0, brief, snap, spec, state
 from vllm_operator.tuning.decide import decide
-from vllm_operator.tuning.model import Action, Decision
+from vllm_operator.tuning.model import Action, Capacity, Decision
 
 SCALING_8 = {"autoscaling": {"minReplicas": 2, "maxReplicas": 8}}
 
@@ -38,13 +38,15 @@ def test_scale_up_decision_in_full() -> None:
             "(active cap 8): replicas 2 -> 3"
         ),
         figures=snapshot.figures(),
-        state=state(desired_replicas=3, last_scale_at=T0),
+        # 10 req/s over 2 pods missed the SLO: a pod serves less than 5 req/s
+        state=state(desired_replicas=3, last_scale_at=T0, capacity=Capacity(5.0, T0)),
     )
 
 
 # Idle enough that one replica fewer still leaves everything well under: 2 -> 1 replica means
-# at most 4.8 in flight per pod (60% of the cap 8) and KV 0.4 x 2 = 0.8.
-LOW = {"running": 4.8, "waiting": 0.0, "ttft_p95": 0.3, "itl_p95": 0.03, "kv_usage": 0.4}
+# at most 4.8 in flight per pod (60% of the cap 8), KV 0.4 x 2 = 0.8, and ITL 20ms x 2 = 40ms
+# (80% of the SLO 50ms, taking ITL as proportional to the decode batch).
+LOW = {"running": 4.8, "waiting": 0.0, "ttft_p95": 0.3, "itl_p95": 0.02, "kv_usage": 0.4}
 DOWN = ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 2, 1)
 VOTING = ("Hold", "ScaleDownVoting", None, None, None)
 
@@ -56,7 +58,7 @@ VOTING = ("Hold", "ScaleDownVoting", None, None, None)
         ({"running": 4.9}, ("Hold", "WithinSLO", None, None, None)),
         ({"running": 2.8, "waiting": 2.0}, ("Hold", "WithinSLO", None, None, None)),  # 1 waits/pod
         ({"ttft_p95": 0.301}, ("Hold", "WithinSLO", None, None, None)),
-        ({"itl_p95": 0.031}, ("Hold", "WithinSLO", None, None, None)),
+        ({"itl_p95": 0.0201}, ("Hold", "WithinSLO", None, None, None)),  # over 40ms after
         ({"rejection_ratio": 0.006, "rejection_rate": 0.06}, DOWN),
         (
             {"rejection_ratio": 0.0061, "rejection_rate": 0.06},
@@ -72,6 +74,20 @@ VOTING = ("Hold", "ScaleDownVoting", None, None, None)
 def test_low_load_thresholds(changes: dict[str, Any], expected: tuple[Any, ...]) -> None:
     decision = decide(spec(), snap(**{**LOW, **changes}), state(scale_down_votes=2), T0)
     assert brief(decision) == expected
+
+
+@pytest.mark.parametrize(
+    ("itl", "expected"),
+    [
+        (0.03, ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 8, 6)),  # 30ms x 8/6 = 40ms
+        (0.031, ("Hold", "WithinSLO", None, None, None)),  # no longer quiet (60% of 50ms)
+        (None, ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 8, 6)),  # unmeasured: no limit
+    ],
+)
+def test_itl_after_the_step(itl: float | None, expected: tuple[Any, ...]) -> None:
+    load = {**LOW, "running": 0.0, "kv_usage": 0.1, "itl_p95": itl}
+    before = state(desired_replicas=8, scale_down_votes=2)
+    assert brief(decide(spec(**SCALING_8), snap(**load), before, T0)) == expected
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,8 @@ def test_time_scaled_compresses_durations_only() -> None:
     assert fast == TuningSettings(
         scale_up_cooldown=timedelta(seconds=6),
         scale_down_stabilization=timedelta(seconds=30),
+        capacity_memory=timedelta(seconds=360),
+        pod_ready_allowance=timedelta(seconds=42),
         retune_cooldown=timedelta(seconds=90),
         rollback_evaluation_delay=timedelta(seconds=18),
         hold_after_rollback=timedelta(seconds=180),

@@ -1,0 +1,151 @@
+"""Learned per-pod capacity: a missed SLO teaches it; it scales up ahead and judges a step down.
+
+The base snapshot: 10 req/s over 2 pods (5 per pod), TTFT at 60% and ITL at 70% of their SLOs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.unit.tuning.support import LONG_AGO, T0, brief, snap, spec, state
+from tests.unit.tuning.test_evaluate import ROLLBACK, judged
+from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.model import Capacity
+from vllm_operator.tuning.settings import TuningSettings
+
+RECENT = T0 - timedelta(minutes=10)
+KNOWN = Capacity(6.0, RECENT)  # near it: 0.8 x 6 = 4.8 req/s per pod
+UP = ("ScaleReplicas", "ScaleUpNearCapacity", "replicas", 2, 3)
+WITHIN = ("Hold", "WithinSLO", None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("last_scale", "learned"),
+    [
+        (None, 5.0),  # nothing known: learn what this window says
+        # the window (120 s) and the pods a change started (420 s) are past: a clean reading
+        (T0 - timedelta(seconds=540), 5.0),
+        # a window that may mix two fleet sizes reads low: keep the clean one
+        (T0 - timedelta(seconds=539), 6.0),
+    ],
+)
+def test_a_missed_slo_teaches_capacity(last_scale: Any, learned: float) -> None:
+    before = state(capacity=KNOWN if last_scale is not None else None, last_scale_at=last_scale)
+    decision = decide(spec(), snap(ttft_p95=0.6), before, T0)
+    assert brief(decision)[:2] == ("ScaleReplicas", "ScaleUpLatency")
+    expected_at = T0 if learned == 5.0 else RECENT
+    assert decision.state.capacity == Capacity(learned, expected_at)
+
+
+def test_without_a_usable_rate_nothing_is_learned() -> None:
+    decision = decide(spec(), snap(ttft_p95=0.6, request_rate=0.01), state(), T0)
+    assert decision.state.capacity is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, UP),  # 5.0 per pod >= 4.8, ITL at 70% of SLO is no longer quiet
+        ({"request_rate": 9.5}, WITHIN),  # 4.75 per pod: not near yet
+        ({"itl_p95": 0.03}, WITHIN),  # everything quiet: the capacity may be a heavier mix's
+        ({"itl_p95": 0.03, "ttft_p95": 0.31}, UP),
+        ({"itl_p95": 0.03, "rejection_ratio": 0.007, "rejection_rate": 0.07}, UP),
+    ],
+)
+def test_near_capacity_scales_up_ahead(changes: dict[str, Any], expected: tuple[Any, ...]) -> None:
+    decision = decide(spec(), snap(**changes), state(capacity=KNOWN), T0)
+    assert brief(decision) == expected
+    assert decision.state.capacity == KNOWN  # a scale up ahead proves nothing about capacity
+
+
+def test_near_capacity_message_names_the_figures() -> None:
+    decision = decide(spec(), snap(), state(capacity=KNOWN), T0)
+    assert decision.message == (
+        "arrivals 5.00/s per pod (capacity 6.00/s learned 11:50:00Z) with TTFT p95 0.30s under "
+        "SLO 0.50s and ITL p95 35ms under SLO 50ms: replicas 2 -> 3"
+    )
+
+
+def test_near_capacity_at_max_replicas_holds_within_slo() -> None:
+    decision = decide(spec(), snap(), state(capacity=KNOWN, desired_replicas=4), T0)
+    assert brief(decision) == WITHIN
+    assert decision.message.endswith("arrivals 5.00/s per pod (capacity 6.00/s learned 11:50:00Z)")
+
+
+@pytest.mark.parametrize(
+    ("changes", "per_pod"),
+    [
+        ({"request_rate": 14.0}, 7.0),  # served 7 per pod with headroom: a pod can do more
+        ({"request_rate": 14.0, "ttft_p95": 0.4}, 6.0),  # TTFT at 80%: no headroom, no proof
+        ({"request_rate": 14.0, "rejection_ratio": 0.01, "rejection_rate": 0.14}, 6.0),
+        ({"request_rate": 11.0}, 6.0),  # 5.5 per pod: under it, nothing to raise
+    ],
+)
+def test_capacity_is_raised_when_more_is_served_with_headroom(
+    changes: dict[str, Any], per_pod: float
+) -> None:
+    decision = decide(spec(), snap(**changes), state(capacity=KNOWN, desired_replicas=4), T0)
+    assert decision.state.capacity is not None
+    assert decision.state.capacity.per_pod == per_pod
+
+
+# Low, by arrivals: 2 req/s, 2 -> 1 pod leaves 2 per pod, under 0.8 x 6.
+LOW = {"request_rate": 2.0, "running": 2.0, "ttft_p95": 0.35, "itl_p95": 0.015, "kv_usage": 0.2}
+
+
+@pytest.mark.parametrize(
+    ("changes", "capacity", "expected"),
+    [
+        # TTFT at 70% of its SLO (a floor of long prompts) is not quiet, but with a learned
+        # capacity headroom is enough: the arrivals judge the step
+        ({}, KNOWN, ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 2, 1)),
+        ({}, None, WITHIN),
+        ({"request_rate": 4.81}, KNOWN, WITHIN),  # 4.81 per pod after the step: near it
+        ({"request_rate": 4.7}, KNOWN, ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 2, 1)),
+        ({"ttft_p95": 0.401}, KNOWN, WITHIN),  # over 80% of its SLO
+        ({"ttft_p95": 0.4}, KNOWN, ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 2, 1)),
+        # idle: too few requests for percentiles, and the gauges say low
+        (
+            {"request_rate": 0.0, "ttft_p95": None, "itl_p95": None, "running": 0.0},
+            KNOWN,
+            ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 2, 1),
+        ),
+    ],
+)
+def test_low_load_with_a_capacity(
+    changes: dict[str, Any], capacity: Capacity | None, expected: tuple[Any, ...]
+) -> None:
+    before = state(capacity=capacity, scale_down_votes=2)
+    assert brief(decide(spec(), snap(**{**LOW, **changes}), before, T0)) == expected
+
+
+def test_capacity_is_forgotten_after_its_memory() -> None:
+    memory = TuningSettings().capacity_memory
+    kept = decide(spec(), snap(), state(capacity=Capacity(6.0, T0 - memory / 2)), T0)
+    gone = decide(spec(), snap(), state(capacity=Capacity(6.0, T0 - memory)), T0)
+    assert (kept.reason, gone.reason, gone.state.capacity) == (
+        "ScaleUpNearCapacity",
+        "WithinSLO",
+        None,
+    )
+
+
+def test_capacity_is_forgotten_without_autoscaling() -> None:
+    decision = decide(spec(autoscaling=None), snap(), state(capacity=KNOWN), T0)
+    assert decision.state.capacity is None
+
+
+def test_a_budget_change_forgets_capacity() -> None:
+    rejecting = snap(rejection_ratio=0.05, rejection_rate=0.5)
+    decision = decide(spec(), rejecting, state(capacity=KNOWN, last_scale_at=LONG_AGO), T0)
+    assert brief(decision) == ("SetBudget", "RaiseQueueRejections", "maxRequests", 32, 64)
+    assert decision.state.capacity is None
+
+
+def test_a_rollback_forgets_capacity() -> None:
+    decision = decide(spec(), snap(rejection_ratio=0.0551), judged(capacity=KNOWN), T0)
+    assert brief(decision) == ROLLBACK
+    assert decision.state.capacity is None
