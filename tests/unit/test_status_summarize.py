@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.status.summarize import Observed, status_changed, summarize_status
+from vllm_operator.status.summarize import Observed, newsworthy, status_changed, summarize_status
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -200,3 +200,42 @@ def test_ready_false_says_when_ready_pods_run_an_older_spec() -> None:
         "False",
         "2/2 replicas ready, 0/2 on the current spec.",
     )
+
+
+def _types(conds: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(x["type"], x["status"]) for x in conds]
+
+
+def test_the_first_pass_posts_only_ready() -> None:
+    """A new service: Ready=False is news (it is coming up); Degraded/Stalled False are not."""
+    first = summarize(Observed(deployment(2, 0, 0, 0, seen=1)))["conditions"]
+    assert _types(newsworthy([], first)) == [("Ready", "False")]
+
+
+def test_later_transitions_of_every_condition_but_progressing_are_news() -> None:
+    rolling = summarize(Observed(deployment(2, 0, 0, 0, seen=1)))["conditions"]
+    done = summarize(Observed(deployment(2, 2, 2, 2)), {"conditions": rolling})["conditions"]
+    assert _types(newsworthy(rolling, done)) == [("Ready", "True")]  # Progressing flipped too
+    problem = Observed(deployment(2, 2, 2, 2), problem=("UnknownGPUType", "no such GPU"))
+    broken = summarize(problem, {"conditions": done})["conditions"]
+    assert _types(newsworthy(done, broken)) == [
+        ("Degraded", "True"),
+        ("Ready", "False"),
+        ("Stalled", "True"),
+    ]
+    healed = summarize(Observed(deployment(2, 2, 2, 2)), {"conditions": broken})["conditions"]
+    assert _types(newsworthy(broken, healed)) == [
+        ("Degraded", "False"),
+        ("Ready", "True"),
+        ("Stalled", "False"),
+    ]
+
+
+def test_a_problem_on_the_first_pass_is_news() -> None:
+    problem = Observed(None, problem=("UnknownGPUType", "no such GPU"))
+    first = summarize(problem)["conditions"]
+    assert _types(newsworthy([], first)) == [
+        ("Degraded", "True"),
+        ("Ready", "False"),
+        ("Stalled", "True"),
+    ]

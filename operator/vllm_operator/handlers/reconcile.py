@@ -32,8 +32,7 @@ from vllm_operator.handlers.replicas import (
 from vllm_operator.render import RenderError, UnknownGPUTypeError, build_effective, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
-from vllm_operator.status.conditions import transitions
-from vllm_operator.status.summarize import Observed, status_changed, summarize_status
+from vllm_operator.status.summarize import Observed, newsworthy, status_changed, summarize_status
 
 
 class _ObjectLock:
@@ -95,9 +94,14 @@ class Seen:
 
 
 def _apply_children(
-    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], seen: Seen
+    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], seen: Seen, *, fresh: bool
 ) -> dict[str, Any] | None:
-    """Apply every child whose observed state differs; return the Deployment as now stored."""
+    """Apply every child whose observed state differs; return the Deployment as now stored.
+
+    `fresh`: the service has never had a status, so no pass got as far as writing one. Its
+    children are applied without reading them first: a create then costs one write per child
+    and no read, and an apply of what may already be there is harmless (server-side apply).
+    """
     deployment = None
     autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
     for manifest in manifests:
@@ -105,9 +109,11 @@ def _apply_children(
             continue
         desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
         meta = desired["metadata"]
-        current = seen.children.get(desired["kind"]) or deps.kube.get(
-            desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
-        )
+        current = seen.children.get(desired["kind"])
+        if current is None and not fresh:
+            current = deps.kube.get(
+                desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
+            )
         hand_over = desired["kind"] == "Deployment" and autoscaling
         if hand_over and not tuner_owns_replicas(current) and "Deployment" in seen.children:
             # an event's copy may predate the hand-over: decide on the stored object
@@ -161,7 +167,7 @@ def _reconcile(
         observed = Observed(_stored_deployment(deps, namespace, name, seen), problem=problem)
     else:
         try:
-            deployment = _apply_children(deps, svc, manifests, seen)
+            deployment = _apply_children(deps, svc, manifests, seen, fresh=not previous)
         except ApiException as exc:
             # The API refused a child (quota, an exhausted Service IP range, a webhook): say so
             # in status, then fail the pass so kopf retries it with back-off.
@@ -173,12 +179,17 @@ def _reconcile(
             deployment.get("status", {}).get("readyReplicas", 0)
         ) >= int(deployment.get("spec", {}).get("replicas", 1))
         pods = seen.pods
-        if pods is None and not ready:
+        if pods is None and not ready and _has_pods(deployment):
             pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
         unschedulable = None if ready else unschedulable_message(pods or [])
         observed = Observed(deployment, unschedulable_message=unschedulable)
 
     _write_status(deps, body, previous, observed, effective, now, logger)
+
+
+def _has_pods(deployment: dict[str, Any] | None) -> bool:
+    """The Deployment counts pods (status.replicas); one just created has none to look at."""
+    return deployment is not None and int(deployment.get("status", {}).get("replicas", 0)) > 0
 
 
 def _stored_deployment(deps: Deps, namespace: str, name: str, seen: Seen) -> dict[str, Any] | None:
@@ -231,9 +242,7 @@ def _write_status(
         field_manager=c.FM_STATUS,
         subresource="status",
     )
-    for cond in transitions(previous.get("conditions") or [], status["conditions"]):
-        if cond["type"] == c.COND_PROGRESSING:
-            continue  # every rollout flips it; Ready and Degraded carry the news
+    for cond in newsworthy(previous.get("conditions") or [], status["conditions"]):
         bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
         deps.kube.emit_event(
             body,

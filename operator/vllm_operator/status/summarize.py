@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from vllm_operator import constants as c
-from vllm_operator.status.conditions import set_condition
+from vllm_operator.status.conditions import set_condition, transitions
 
 OWN_CONDITIONS = (c.COND_READY, c.COND_PROGRESSING, c.COND_DEGRADED, c.COND_STALLED)
 
@@ -172,3 +172,20 @@ def status_changed(previous: dict[str, Any], new: dict[str, Any]) -> bool:
         elif old != value:
             return True
     return False
+
+
+def newsworthy(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The condition transitions worth an Event.
+
+    Not Progressing: every rollout flips it, and Ready and Degraded carry the news. Not a problem
+    condition that first appears already clear (Degraded or Stalled False on the first pass):
+    "no problem" is not news, and it would cost a thousand services two writes each.
+    """
+    had = {str(x.get("type")) for x in before}
+    problems = (c.COND_DEGRADED, c.COND_STALLED)
+    return [
+        cond
+        for cond in transitions(before, after)
+        if cond["type"] != c.COND_PROGRESSING
+        and not (cond["type"] in problems and cond["type"] not in had and cond["status"] == "False")
+    ]
