@@ -102,6 +102,13 @@ def test_overload_adds_replicas_until_rejections_fall_under_budget(
         ]
         assert scale and scale[0]["figures"]["rejection_ratio"] > 0.05, scale
         assert scale[0]["fromValue"] == 1 and scale[0]["toValue"] >= 2
+        # A scale-up for a missed SLO teaches what one pod served: the arrivals per pod of its
+        # window (one pod then), persisted through the real API server's status schema. A later
+        # pass may have raised it since (more served with headroom), never lowered it to nothing.
+        capacity = svc["status"]["tuning"].get("capacity")
+        assert capacity is not None and capacity["perPod"] > 0, svc["status"]["tuning"]
+        if capacity["learnedAt"] == scale[0]["time"]:
+            assert capacity["perPod"] == pytest.approx(scale[0]["figures"]["request_rate"])
 
         def under_budget() -> dict[str, Any] | None:
             s = get(cluster, "vllmservice", namespace, "overload")["status"]
