@@ -95,8 +95,7 @@ def near_capacity(i: Inputs) -> bool:
     known, per_pod = i.state.capacity, rate_per_pod(i)
     if known is None or per_pod is None or per_pod < i.settings.headroom * known.per_pod:
         return False
-    quiet = signals.rejections_quiet(i) and signals.quiet(i, "ttft") and signals.quiet(i, "itl")
-    return not quiet
+    return not signals.all_quiet(i)
 
 
 def scale_down_target(i: Inputs) -> int:
@@ -113,12 +112,7 @@ def low_load(i: Inputs) -> bool:
     # With a learned capacity the arrivals judge the step below, and latency needs only headroom:
     # a floor above well_under x SLO (long prompts) would otherwise forbid any scale down.
     share = i.settings.headroom if i.state.capacity is not None else i.settings.well_under
-    quiet = (
-        signals.rejections_quiet(i)
-        and signals.quiet(i, "ttft", share)
-        and signals.quiet(i, "itl", share)
-    )
-    if not quiet or signals.requests_wait(i) or signals.preempting(i):
+    if not signals.all_quiet(i, share) or signals.requests_wait(i) or signals.preempting(i):
         return False
     after = max(1, scale_down_target(i))
     cap = i.active_cap

@@ -70,6 +70,11 @@ def itl_fits_after(i: Inputs, batch_factor: float) -> bool:
     return value * batch_factor <= i.settings.headroom * target
 
 
+def all_quiet(i: Inputs, share: float | None = None) -> bool:
+    """503s quiet, and TTFT and ITL at most `share` x their SLOs (see quiet)."""
+    return rejections_quiet(i) and quiet(i, "ttft", share) and quiet(i, "itl", share)
+
+
 def latency_phrase(i: Inputs, which: Latency) -> str:
     value, target = _latency(i, which)
     name = _NAMES[which]
