@@ -32,7 +32,13 @@ from vllm_operator.handlers.replicas import (
 from vllm_operator.render import RenderError, UnknownGPUTypeError, build_effective, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
-from vllm_operator.status.summarize import Observed, newsworthy, status_changed, summarize_status
+from vllm_operator.status.summarize import (
+    Observed,
+    newsworthy,
+    read_rollout,
+    status_changed,
+    summarize_status,
+)
 
 
 class _ObjectLock:
@@ -175,21 +181,15 @@ def _reconcile(
             failed = Observed(stored, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
             _write_status(deps, body, previous, failed, effective, now, logger)
             raise
-        ready = deployment is not None and int(
-            deployment.get("status", {}).get("readyReplicas", 0)
-        ) >= int(deployment.get("spec", {}).get("replicas", 1))
+        rollout = read_rollout(deployment or {})
+        ready = deployment is not None and rollout.ready >= rollout.desired
         pods = seen.pods
-        if pods is None and not ready and _has_pods(deployment):
+        if pods is None and not ready and rollout.current > 0:  # a new Deployment has no pods
             pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
         unschedulable = None if ready else unschedulable_message(pods or [])
         observed = Observed(deployment, unschedulable_message=unschedulable)
 
     _write_status(deps, body, previous, observed, effective, now, logger)
-
-
-def _has_pods(deployment: dict[str, Any] | None) -> bool:
-    """The Deployment counts pods (status.replicas); one just created has none to look at."""
-    return deployment is not None and int(deployment.get("status", {}).get("replicas", 0)) > 0
 
 
 def _stored_deployment(deps: Deps, namespace: str, name: str, seen: Seen) -> dict[str, Any] | None:
