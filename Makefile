@@ -9,10 +9,10 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml twin/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -e '.[dev]' -e ./twin
 	touch $@
 
 .PHONY: install
@@ -28,8 +28,8 @@ toolchain: ## Build or reuse kube-apiserver, kcm, scheduler, kubectl, etcd, kwok
 
 .PHONY: lint
 lint: install ## ruff, ruff format --check, mypy --strict, import-linter, generated files up to date
-	ruff check operator tests e2e bench conftest.py
-	ruff format --check operator tests e2e bench conftest.py
+	ruff check operator twin tests e2e bench conftest.py
+	ruff format --check operator twin tests e2e bench conftest.py
 	mypy
 	lint-imports
 	python -m vllm_operator.tools.gen_crds --check

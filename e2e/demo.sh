@@ -33,7 +33,7 @@ VLLM_OPERATOR_PROMETHEUS_URL="$VLLMOP_PROMETHEUS_URL" VLLM_OPERATOR_METRICS_WIND
 VLLM_OPERATOR_TUNING_INTERVAL_SECONDS=15 \
   start operator "$PY" -m vllm_operator.cli run --all-namespaces --liveness ""
 log "starting the twin harness (log: $DEMO/harness.log)"
-start harness "$PY" -m vllm_operator.cli harness --namespace llm --targets-dir "$VLLMOP_PROMETHEUS_TARGETS" \
+start harness "$PY" -m vllm_twin.cli harness --namespace llm --targets-dir "$VLLMOP_PROMETHEUS_TARGETS" \
   --state-file "$DEMO/services.json" --log-dir "$DEMO/twins"
 
 kubectl create namespace llm --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -54,7 +54,7 @@ for ex in "${EXAMPLES[@]}"; do
     sleep 1
   done
   log "load on llm/$name: Azure conversation trace for ${DURATION}s (log: $DEMO/load-$name.log)"
-  start "load-$name" "$PY" -m vllm_operator.cli loadgen --target "$(url_of "llm/$name")" \
+  start "load-$name" "$PY" -m vllm_twin.cli loadgen --target "$(url_of "llm/$name")" \
     --trace conv --rate-multiplier 1 --duration "${DURATION}s"
 done
 

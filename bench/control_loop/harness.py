@@ -20,12 +20,12 @@ from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.render.args import apply_overrides, build_args
-from vllm_operator.sim.argv import parse_vllm_argv
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine import EngineConfig
 from vllm_operator.sim.fleet import Fleet
-from vllm_operator.sim.observe import SCRAPE_INTERVAL, ObservedFleet, ScrapeStore, scrape_fleet
 from vllm_operator.sim.runner import RunResult, run
+from vllm_twin.argv import parse_vllm_argv
+from vllm_twin.observe import SCRAPE_INTERVAL, ObservedFleet, ScrapeStore, scrape_fleet
 
 from .measure import is_503, window_share, window_stats
 from .scenarios import Scenario

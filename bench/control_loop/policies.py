@@ -11,7 +11,7 @@
      desire is at least twice the ready pods, left after 60 s without that; no scale-down in
      panic); scale-down by at most half the ready pods per decision.
 5-6  Ours: the operator's decide() every 30 s on a snapshot built from the scraped samples
-     (sim/observe.py), with the state it returns; autotune Off (replicas only) or Auto.
+     (vllm_twin/observe.py), with the state it returns; autotune Off (replicas only) or Auto.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from vllm_operator.sim.engine import EngineConfig
-from vllm_operator.sim.observe import SCRAPE_INTERVAL, observe_snapshot
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.model import TuningState
 from vllm_operator.tuning.settings import TuningSettings
+from vllm_twin.observe import SCRAPE_INTERVAL, observe_snapshot
 
 from .harness import EPOCH, Context, engine_config
 from .scenarios import MAX_REPLICAS, MIN_REPLICAS, Scenario

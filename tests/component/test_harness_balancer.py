@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import aiohttp
 from aiohttp import web
 
-from vllm_operator.harness.balancer import Balancer
+from vllm_twin.harness.balancer import Balancer
 
 
 @asynccontextmanager

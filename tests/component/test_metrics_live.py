@@ -31,9 +31,9 @@ import pytest
 from tests.support.wait import wait_until
 from vllm_operator import constants as c
 from vllm_operator.config import OperatorConfig
-from vllm_operator.harness.targets import build_sd_target
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.metrics.queries import build_selector
+from vllm_twin.harness.targets import build_sd_target
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -102,7 +102,7 @@ class Twin:
 @contextmanager
 def running_twin(tmp: Path, log_name: str = "twin.log") -> Iterator[Twin]:
     port = free_port()
-    argv = [sys.executable, "-m", "vllm_operator.cli", "twin", MODEL, "--port", str(port)]
+    argv = [sys.executable, "-m", "vllm_twin.cli", "twin", MODEL, "--port", str(port)]
     argv += ["--max-num-queued-reqs", "2"]
     with (tmp / log_name).open("wb") as log:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

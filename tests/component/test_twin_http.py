@@ -1,7 +1,7 @@
 """The twin's HTTP surface against the real engine, on an ephemeral 127.0.0.1 port.
 
 Most tests run the server in-process (fast, and the test can reach the registry); the lifecycle
-test runs `python -m vllm_operator.commands.twin` as a process, as the e2e harness does. A high
+test runs `python -m vllm_twin.commands.twin` as a process, as the e2e harness does. A high
 --time-scale keeps each simulated request to milliseconds of wall time.
 """
 
@@ -22,12 +22,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vllm_operator.cli import main as cli_main
-from vllm_operator.commands import twin as twin_command
-from vllm_operator.sim.argv import parse_vllm_argv
-from vllm_operator.sim.server.app import build_app, start_server
-from vllm_operator.sim.server.routes import ServeOptions
-from vllm_operator.sim.server.setup import build_engine
+from vllm_twin.argv import parse_vllm_argv
+from vllm_twin.cli import main as cli_main
+from vllm_twin.commands import twin as twin_command
+from vllm_twin.server.app import build_app, start_server
+from vllm_twin.server.routes import ServeOptions
+from vllm_twin.server.setup import build_engine
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 FAST = ["--time-scale", "50"]
@@ -342,7 +342,7 @@ def test_loadgen_against_the_twin_reports_every_request() -> None:
     async def main() -> dict[str, Any]:
         async with twin("--time-scale", "20") as (_, base):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vllm_operator.cli", "loadgen",
+                sys.executable, "-m", "vllm_twin.cli", "loadgen",
                 "--target", base, "--rate", "20", "--prompt-tokens", "64", "--max-tokens", "8",
                 "--duration", "2s", "--max-requests", "10", "--stream", "--time-scale", "20",
                 "--seed", "3", "--json",
@@ -381,7 +381,7 @@ def test_twin_process_binds_loopback_serves_and_stops_on_sigterm() -> None:
     async def main() -> None:
         env = {**os.environ, "VLLM_TWIN_TIME_SCALE": "50", "PYTHONUNBUFFERED": "1"}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vllm_operator.commands.twin",
+            sys.executable, "-m", "vllm_twin.commands.twin",
             "--model", MODEL, "--host", "0.0.0.0", "--port", "0",
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""The twin harness (vllm-operator harness) as a fixture: twins for one test namespace."""
+"""The twin harness (vllm-twin harness) as a fixture: twins for one test namespace."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Harness:
         self.log_path = workdir / "harness.log"
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "vllm_operator.cli", "harness",
+                sys.executable, "-m", "vllm_twin.cli", "harness",
                 "--namespace", namespace,
                 "--targets-dir", str(cluster.targets_dir),
                 "--state-file", str(self.state_file),

@@ -7,8 +7,8 @@ import random
 import threading
 from typing import Any
 
-from vllm_operator.sim.loadgen.runner import LoadSpec, run_load
-from vllm_operator.sim.loadgen.trace import bounded, poisson
+from vllm_twin.loadgen.runner import LoadSpec, run_load
+from vllm_twin.loadgen.trace import bounded, poisson
 
 
 class BackgroundLoad:

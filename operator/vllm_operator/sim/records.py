@@ -1,4 +1,4 @@
-"""Per-request records of a run as CSV or JSON Lines (`vllm-operator simulate --records`)."""
+"""Per-request records of a run as CSV or JSON Lines (`vllm-twin simulate --records`)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from pathlib import Path
 from vllm_operator.sim.engine.request import SimRequest
 
 TRACES = {"conv": "azure-llm-2023-conv.csv", "code": "azure-llm-2023-code.csv"}
+# a directory searched for `conv`/`code` before the packaged copies
+TRACES_DIR_ENV = "VLLM_OPERATOR_TRACES_DIR"
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,23 @@ class LengthDist:
         return max(1, min(self.cap, round(value)))
 
 
-def _trace_path(name: str | Path) -> Path:
+def resolve_trace(name: str | Path) -> Path:
+    """`conv`/`code` -> the Azure file ($VLLM_OPERATOR_TRACES_DIR first, then the packaged copy);
+    anything else is a path. ValueError names what is missing."""
     if isinstance(name, str) and name in TRACES:
-        ref = resources.files("vllm_operator.sim").joinpath("traces", TRACES[name])
-        return Path(str(ref))
-    return Path(name)
+        if env_dir := os.environ.get(TRACES_DIR_ENV):
+            candidate = Path(env_dir) / TRACES[name]
+            if not candidate.is_file():
+                raise ValueError(
+                    f"trace {name!r}: {TRACES[name]} not found in {TRACES_DIR_ENV}={env_dir}; "
+                    "unset it for the packaged trace or pass a file path"
+                )
+            return candidate
+        return Path(str(resources.files("vllm_operator.sim").joinpath("traces", TRACES[name])))
+    path = Path(name)
+    if not path.is_file():
+        raise ValueError(f"trace file {str(name)!r} does not exist")
+    return path
 
 
 def _seconds(stamp: str) -> float:
@@ -69,7 +84,7 @@ def _seconds(stamp: str) -> float:
 
 def read_trace(name: str | Path) -> list[tuple[float, int, int]]:
     """(seconds since the first request, context tokens, generated tokens), in order."""
-    return list(_read_trace(_trace_path(name)))
+    return list(_read_trace(resolve_trace(name)))
 
 
 @functools.lru_cache(maxsize=8)

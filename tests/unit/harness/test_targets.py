@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_operator import constants as c
-from vllm_operator.harness.targets import balancer_keys, is_running, service_key
+from vllm_twin.harness.targets import balancer_keys, is_running, service_key
 
 
 def obj(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from vllm_operator.constants import LABEL_SERVICE
-from vllm_operator.harness.targets import prometheus_label_name
 from vllm_operator.metrics.queries import (
     SERVICE_LABEL,
     build_range,
@@ -13,6 +12,7 @@ from vllm_operator.metrics.queries import (
     build_snapshot_queries,
 )
 from vllm_operator.render.monitoring import POD_TARGET_LABELS
+from vllm_twin.harness.targets import prometheus_label_name
 
 S = '{namespace="team-a",serving_vllmop_io_vllmservice="chat"}'
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.sim.argv import (
+from vllm_operator.sim.engine.config import EngineConfig
+from vllm_twin.argv import (
     ArgvError,
     TwinArgs,
     choose_model_profile,
@@ -16,7 +17,6 @@ from vllm_operator.sim.argv import (
     normalize_argv,
     parse_vllm_argv,
 )
-from vllm_operator.sim.engine.config import EngineConfig
 
 DEFAULT_ENGINE = EngineConfig(
     max_num_seqs=None,

@@ -15,7 +15,7 @@ from vllm_operator.sim.engine import (
     RequestRecord,
     SimRequest,
 )
-from vllm_operator.sim.server.driver import EngineDriver
+from vllm_twin.server.driver import EngineDriver
 
 
 class Clock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_operator.sim.exposition import Registry, format_value, request_token_buckets
+from vllm_twin.exposition import Registry, format_value, request_token_buckets
 
 
 def test_small_registry_renders_exact_text() -> None:

@@ -1,4 +1,4 @@
-"""`vllm-operator loadgen` argument handling: refusals and the schedule it builds."""
+"""`vllm-twin loadgen` argument handling: refusals and the schedule it builds."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from vllm_operator.cli import main as cli_main
-from vllm_operator.commands import loadgen
-from vllm_operator.sim.loadgen.trace import Arrival
+from vllm_twin.cli import main as cli_main
+from vllm_twin.commands import loadgen
+from vllm_twin.loadgen.trace import Arrival
 
 
 def args(*argv: str) -> argparse.Namespace:
@@ -23,7 +23,7 @@ def test_non_loopback_targets_are_refused_with_exit_2(capsys: pytest.CaptureFixt
     )
     assert rc == 2
     err = capsys.readouterr().err
-    assert "vllm-operator loadgen: error:" in err and "not a loopback address" in err
+    assert "vllm-twin loadgen: error:" in err and "not a loopback address" in err
 
 
 def test_a_workload_is_required(capsys: pytest.CaptureFixture[str]) -> None:

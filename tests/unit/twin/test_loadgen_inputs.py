@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_operator.sim.loadgen.targets import check_target, is_loopback_host
-from vllm_operator.sim.loadgen.trace import (
+from vllm_twin.loadgen.targets import check_target, is_loopback_host
+from vllm_twin.loadgen.trace import (
     Arrival,
     bounded,
     poisson,
@@ -17,7 +17,7 @@ from vllm_operator.sim.loadgen.trace import (
     replay,
     resolve_trace,
 )
-from vllm_operator.sim.loadgen.units import parse_duration
+from vllm_twin.loadgen.units import parse_duration
 
 
 @pytest.mark.parametrize(

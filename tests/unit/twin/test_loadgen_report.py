@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from vllm_operator.sim.loadgen.backoff import RetryPolicy
-from vllm_operator.sim.loadgen.report import (
+from vllm_twin.loadgen.backoff import RetryPolicy
+from vllm_twin.loadgen.report import (
     Outcome,
     Slo,
     percentile,

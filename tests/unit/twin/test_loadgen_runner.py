@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from vllm_operator.sim.loadgen.backoff import RetryPolicy
-from vllm_operator.sim.loadgen.runner import LoadSpec, run_load
-from vllm_operator.sim.loadgen.trace import Arrival
+from vllm_twin.loadgen.backoff import RetryPolicy
+from vllm_twin.loadgen.runner import LoadSpec, run_load
+from vllm_twin.loadgen.trace import Arrival
 
 Handler = Callable[[web.Request], Any]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.sim.server.openai import (
+from vllm_twin.server.openai import (
     RequestError,
     WorkRequest,
     count_chat_tokens,

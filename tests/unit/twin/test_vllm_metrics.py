@@ -7,10 +7,10 @@ import re
 import pytest
 
 from vllm_operator.sim.engine import EngineStats, RequestEvent, RequestRecord, SimRequest
-from vllm_operator.sim.exposition import Registry
-from vllm_operator.sim.server import buckets
-from vllm_operator.sim.server.http_metrics import HttpMetrics
-from vllm_operator.sim.server.vllm_metrics import VllmMetrics
+from vllm_twin.exposition import Registry
+from vllm_twin.server import buckets
+from vllm_twin.server.http_metrics import HttpMetrics
+from vllm_twin.server.vllm_metrics import VllmMetrics
 
 # vllm-0.33.md §3.2, exposed names → type
 ENGINE_FAMILIES = {

@@ -17,8 +17,9 @@ from aiohttp import ClientSession, ClientTimeout
 
 from vllm_operator import constants as c
 from vllm_operator.catalog import GPUCatalog
-from vllm_operator.harness.balancer import Balancer
-from vllm_operator.harness.targets import (
+from vllm_operator.k8s.client import KubeClient
+from vllm_twin.harness.balancer import Balancer
+from vllm_twin.harness.targets import (
     balancer_keys,
     build_sd_target,
     build_twin_command,
@@ -26,9 +27,8 @@ from vllm_operator.harness.targets import (
     is_running,
     service_key,
 )
-from vllm_operator.k8s.client import KubeClient
 
-log = logging.getLogger("vllm_operator.harness")
+log = logging.getLogger("vllm_twin.harness")
 
 
 def free_port() -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_operator.sim.argv import TwinArgs, choose_model_profile
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.sim.engine import Engine
 from vllm_operator.sim.engine.profiles import ProfileError
+from vllm_twin.argv import TwinArgs, choose_model_profile
 
 
 class TwinSetupError(Exception):

@@ -4,7 +4,7 @@ The control-loop benchmark feeds `decide()` the same snapshot the operator would
 module reproduces the chain scrape -> PromQL -> `metrics.snapshot.build_snapshot`:
 
 - `PodHistograms` keeps one replica's `vllm:*` histograms (cumulative bucket counts with vLLM
-  0.33's default bounds, `sim/server/buckets.py`), fed from finished requests; `ObservedFleet`
+  0.33's default bounds, `vllm_twin/server/buckets.py`), fed from finished requests; `ObservedFleet`
   is a Fleet that feeds them as requests finish.
 - `ScrapeStore.scrape(now, targets)` records one scrape of every target: gauges, counters and
   buckets of a pod that answers, or a failed scrape (`None`, Prometheus' `up` 0): a pod still
@@ -38,9 +38,9 @@ from vllm_operator.metrics.snapshot import build_snapshot
 from vllm_operator.metrics.vectors import Sample
 from vllm_operator.sim.engine import RequestEvent, RequestRecord
 from vllm_operator.sim.fleet import Fleet, Replica
-from vllm_operator.sim.server import buckets
-from vllm_operator.sim.server.vllm_metrics import ADMISSION_REASONS
 from vllm_operator.tuning.model import FleetView, MetricsSnapshot
+from vllm_twin.server import buckets
+from vllm_twin.server.vllm_metrics import ADMISSION_REASONS
 
 SCRAPE_INTERVAL = 15.0  # Prometheus' default scrape_interval is 1m; monitors usually set 15s
 NAMESPACE, SERVICE = "bench", "svc"  # labels only: one service per store

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from vllm_operator.sim.exposition import Registry
-from vllm_operator.sim.server import buckets
+from vllm_twin.exposition import Registry
+from vllm_twin.server import buckets
 
 EXCLUDED_HANDLERS = frozenset({"/metrics", "/health", "/load", "/ping", "/version", "/server_info"})
 

@@ -18,9 +18,9 @@ from vllm_operator.sim.engine import (
     RequestRecord,
     SimRequest,
 )
-from vllm_operator.sim.exposition import CONTENT_TYPE, Registry
-from vllm_operator.sim.server import openai
-from vllm_operator.sim.server.driver import EngineDriver
+from vllm_twin.exposition import CONTENT_TYPE, Registry
+from vllm_twin.server import openai
+from vllm_twin.server.driver import EngineDriver
 
 VLLM_VERSION = "0.33.0"
 

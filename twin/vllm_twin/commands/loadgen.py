@@ -1,4 +1,4 @@
-"""`vllm-operator loadgen`: open-loop load against local twins, with client-side figures."""
+"""`vllm-twin loadgen`: open-loop load against local twins, with client-side figures."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import asyncio
 import json
 import random
 import sys
-from pathlib import Path
 
 from vllm_operator.cli import UsageError
-from vllm_operator.sim.loadgen.backoff import RetryPolicy
-from vllm_operator.sim.loadgen.report import Slo, render_table, report_to_dict, summarize_outcomes
-from vllm_operator.sim.loadgen.runner import LoadSpec, run_load
-from vllm_operator.sim.loadgen.targets import check_target
-from vllm_operator.sim.loadgen.trace import (
+from vllm_twin.loadgen.backoff import RetryPolicy
+from vllm_twin.loadgen.report import Slo, render_table, report_to_dict, summarize_outcomes
+from vllm_twin.loadgen.runner import LoadSpec, run_load
+from vllm_twin.loadgen.targets import check_target
+from vllm_twin.loadgen.trace import (
     Arrival,
     bounded,
     poisson,
@@ -22,13 +21,10 @@ from vllm_operator.sim.loadgen.trace import (
     replay,
     resolve_trace,
 )
-from vllm_operator.sim.loadgen.units import parse_duration
+from vllm_twin.loadgen.units import parse_duration
 
 NAME = "loadgen"
 HELP = "Send open-loop /v1/completions load to local (loopback) twins and report latency figures."
-
-# `--trace conv|code` is looked up here after $VLLM_OPERATOR_TRACES_DIR
-PACKAGED_TRACES = Path(__file__).resolve().parents[1] / "sim" / "traces"
 
 
 def _duration(text: str) -> float:
@@ -116,7 +112,7 @@ def build_schedule(args: argparse.Namespace) -> list[Arrival]:
         raise UsageError("--max-requests must be >= 1")
     try:
         if args.trace is not None:
-            rows = read_trace(resolve_trace(args.trace, [PACKAGED_TRACES]))
+            rows = read_trace(resolve_trace(args.trace))
             if args.rate is None:
                 return bounded(replay(rows, args.rate_multiplier), args.duration, args.max_requests)
             lengths = [(r.prompt_tokens, r.output_tokens) for r in rows]

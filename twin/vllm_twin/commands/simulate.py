@@ -1,4 +1,4 @@
-"""`vllm-operator simulate`: replay a workload on N simulated vLLM replicas in virtual time."""
+"""`vllm-twin simulate`: replay a workload on N simulated vLLM replicas in virtual time."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from vllm_operator.api.durations import parse_duration
 from vllm_operator.cli import UsageError
 from vllm_operator.sim import runner as sim_runner
 from vllm_operator.sim import workload as wl
-from vllm_operator.sim.argv import human_readable_int
 from vllm_operator.sim.balancer import BALANCERS
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.sim.engine import EngineConfig, SimRequest, resolve_config
@@ -25,6 +24,7 @@ from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.records import write_records
 from vllm_operator.sim.report import Slo, format_table
 from vllm_operator.sim.runner import RunRecord, RunResult
+from vllm_twin.argv import human_readable_int
 
 NAME = "simulate"
 HELP = "Simulate vLLM 0.33 replicas under a trace or synthetic load, in virtual time."

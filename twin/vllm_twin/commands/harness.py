@@ -1,4 +1,4 @@
-"""`vllm-operator harness`: run vLLM twins for the Running pods of a local kwok cluster."""
+"""`vllm-twin harness`: run vLLM twins for the Running pods of a local kwok cluster."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vllm_operator.catalog import GPUCatalog
     from vllm_operator.cli import UsageError
-    from vllm_operator.harness.kubelet import TwinKubelet
     from vllm_operator.k8s.client import KubeClient, build_api_client
+    from vllm_twin.harness.kubelet import TwinKubelet
 
     if args.time_scale <= 0:
         raise UsageError("--time-scale must be > 0")

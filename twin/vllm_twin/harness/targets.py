@@ -53,7 +53,7 @@ def build_twin_command(
 ) -> tuple[list[str], dict[str, str]]:
     container = vllm_container(pod)
     args = strip_listen_flags(list(container.get("args") or []))
-    argv = [sys.executable, "-m", "vllm_operator.cli", "twin", *args]
+    argv = [sys.executable, "-m", "vllm_twin.cli", "twin", *args]
     argv += ["--host", "127.0.0.1", "--port", str(port)]
     # Only literal values travel: secrets are not the harness's to read.
     env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from vllm_operator.sim.engine import Engine
-from vllm_operator.sim.exposition import Registry
-from vllm_operator.sim.server.driver import EngineDriver, NullObserver, Observer
-from vllm_operator.sim.server.http_metrics import HttpMetrics
-from vllm_operator.sim.server.routes import STATE, ServeOptions, TwinState, add_routes, unix_now
-from vllm_operator.sim.server.vllm_metrics import VllmMetrics, cache_config_labels
+from vllm_twin.exposition import Registry
+from vllm_twin.server.driver import EngineDriver, NullObserver, Observer
+from vllm_twin.server.http_metrics import HttpMetrics
+from vllm_twin.server.routes import STATE, ServeOptions, TwinState, add_routes, unix_now
+from vllm_twin.server.vllm_metrics import VllmMetrics, cache_config_labels
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from vllm_operator.sim.loadgen.backoff import RetryPolicy
-from vllm_operator.sim.loadgen.client import Attempt, completion_body, send_completion
-from vllm_operator.sim.loadgen.report import Outcome
-from vllm_operator.sim.loadgen.targets import check_target
-from vllm_operator.sim.loadgen.trace import Arrival
+from vllm_twin.loadgen.backoff import RetryPolicy
+from vllm_twin.loadgen.client import Attempt, completion_body, send_completion
+from vllm_twin.loadgen.report import Outcome
+from vllm_twin.loadgen.targets import check_target
+from vllm_twin.loadgen.trace import Arrival
 
 
 @dataclass(frozen=True)

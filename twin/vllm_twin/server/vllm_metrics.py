@@ -25,8 +25,8 @@ from vllm_operator.sim.engine import (
     ResolvedConfig,
     SimRequest,
 )
-from vllm_operator.sim.exposition import MetricFamily, Registry, request_token_buckets
-from vllm_operator.sim.server import buckets
+from vllm_twin.exposition import MetricFamily, Registry, request_token_buckets
+from vllm_twin.server import buckets
 
 ENGINE = "0"  # the DP rank; the twin runs a single engine
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")

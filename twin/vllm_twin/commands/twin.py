@@ -1,9 +1,9 @@
-"""`vllm-operator twin MODEL [vllm serve flags]`: the vLLM 0.33 twin as a local HTTP server.
+"""`vllm-twin twin MODEL [vllm serve flags]`: the vLLM 0.33 twin as a local HTTP server.
 
 It takes a pod's container args unchanged (`vllm serve`'s argv), simulates the engine, and serves
 vLLM's HTTP surface on a loopback address. Exit codes follow vLLM: 2 for a command line argparse
 refuses, 1 for a configuration the engine refuses at startup (vLLM's ValueError message), before
-anything listens. `python -m vllm_operator.commands.twin ARGS` does the same without the
+anything listens. `python -m vllm_twin.commands.twin ARGS` does the same without the
 `vllm-operator` wrapper, which matters when the first arg is a flag (`--model X`).
 """
 
@@ -20,16 +20,16 @@ from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 
-from vllm_operator.sim.argv import ArgvError, TwinArgs, format_argv_error, parse_vllm_argv
-from vllm_operator.sim.server.app import build_app, start_server
-from vllm_operator.sim.server.routes import VLLM_VERSION, ServeOptions
-from vllm_operator.sim.server.setup import EngineSetup, TwinSetupError, build_engine
+from vllm_twin.argv import ArgvError, TwinArgs, format_argv_error, parse_vllm_argv
+from vllm_twin.server.app import build_app, start_server
+from vllm_twin.server.routes import VLLM_VERSION, ServeOptions
+from vllm_twin.server.setup import EngineSetup, TwinSetupError, build_engine
 
 NAME = "twin"
 HELP = "Run a simulated vLLM 0.33 server on 127.0.0.1 with `vllm serve` arguments."
 LOOPBACK = "127.0.0.1"
 
-log = logging.getLogger("vllm_operator.twin")
+log = logging.getLogger("vllm_twin")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""sim/observe.py: Prometheus' view of a simulated fleet and the operator's snapshot built on it."""
+"""vllm_twin/observe.py: Prometheus' view of a simulated fleet and the operator's snapshot built on it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pytest
 
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
 from vllm_operator.sim.fleet import Fleet
-from vllm_operator.sim.observe import (
+from vllm_operator.sim.report import percentile
+from vllm_operator.sim.runner import run
+from vllm_operator.sim.workload import LengthDist, poisson
+from vllm_twin.observe import (
     ObservedFleet,
     PodHistograms,
     PodSample,
@@ -21,10 +24,7 @@ from vllm_operator.sim.observe import (
     observe_snapshot,
     scrape_fleet,
 )
-from vllm_operator.sim.report import percentile
-from vllm_operator.sim.runner import run
-from vllm_operator.sim.server import buckets
-from vllm_operator.sim.workload import LengthDist, poisson
+from vllm_twin.server import buckets
 
 from .helpers import H100, LLAMA8
 

@@ -1,4 +1,4 @@
-"""`vllm-operator simulate`: output formats and one-line errors naming the flag."""
+"""`vllm-twin simulate`: output formats and one-line errors naming the flag."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_operator.cli import main
+from vllm_twin.cli import main
 
 
 def test_json_figures_for_a_small_poisson_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,5 +68,5 @@ def test_bad_input_is_one_line_naming_the_problem(
 ) -> None:
     assert main(["simulate", "--quiet", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"vllm-operator simulate: error: {message}")
+    assert err.startswith(f"vllm-twin simulate: error: {message}")
     assert err.count("\n") == 1

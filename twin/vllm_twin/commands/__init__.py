@@ -1,0 +1,1 @@
+"""Commands of `vllm-twin`; each module has add_arguments(parser) and run(args) -> int."""
