@@ -1,4 +1,4 @@
-"""vllm_twin/observe.py: Prometheus' view of a simulated fleet and the operator's snapshot built on it."""
+"""vllm_twin/observe.py: Prometheus' view of a simulated fleet, and the snapshot built on it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.unit.sim.helpers import H100, LLAMA8
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
 from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.report import percentile
@@ -25,8 +26,6 @@ from vllm_twin.observe import (
     scrape_fleet,
 )
 from vllm_twin.server import buckets
-
-from .helpers import H100, LLAMA8
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 CFG = EngineConfig(max_model_len=4096)
