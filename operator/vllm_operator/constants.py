@@ -1,4 +1,4 @@
-"""Names other tools rely on (DESIGN.md "Names"): API coordinates, labels, managers."""
+"""Names other tools rely on (docs/architecture.md §4.2): API coordinates, labels, managers."""
 
 from typing import Final
 
@@ -14,7 +14,7 @@ VLLM_VERSION: Final = "0.33.0"
 DEFAULT_IMAGE: Final = f"vllm/vllm-openai:v{VLLM_VERSION}"
 VLLM_PORT: Final = 8000
 
-# Labels (house-style §3).
+# Labels (docs/architecture.md §4.2).
 LABEL_NAME: Final = "app.kubernetes.io/name"
 LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"

@@ -280,7 +280,7 @@ def _spelling_cases() -> dict[str, ProbeCase]:
     return cases
 
 
-# vllm-0.33.md §1.3: `vllm serve` defaults (max_num_seqs, max_num_batched_tokens) by device,
+# docs/vllm-0.33.md §1.3: `vllm serve` defaults (max_num_seqs, max_num_batched_tokens) by device,
 # for every GPU of the operator's catalog, plus two the probe names itself (B200's >= 160 GiB
 # tier; GB10, kept on the small tier by its compute capability 12.1 despite 120 GiB).
 DEFAULTS_TABLE: dict[str, tuple[int, int]] = {
@@ -518,7 +518,7 @@ def test_catalog_covers_the_defaults_table() -> None:
 
 @pytest.mark.parametrize("gpu", sorted(DEFAULTS_TABLE))
 def test_vllm_defaults_per_gpu_match_the_reference_table(gpu: str, probed: ProbeAnswer) -> None:
-    """The hardware defaults the probe resolves are vllm-0.33.md §1.3's, so the accepted cases
+    """The hardware defaults the probe resolves are docs/vllm-0.33.md §1.3's, so the accepted cases
     above were judged with the budgets vLLM would pick on that GPU."""
     result = probed.results[f"defaults:{gpu}"]
     assert result["accepted"], result["error"]

@@ -1,7 +1,7 @@
 """The twin's command line: the argv of `vllm serve` (0.33.0), plus a few twin-only extras.
 
 The e2e harness starts a twin with exactly a pod's container args, so this parser accepts what
-vLLM accepts for the flags the operator can render, in vLLM's spellings (vllm-0.33.md §1):
+vLLM accepts for the flags the operator can render, in vLLM's spellings (docs/vllm-0.33.md §1):
 - the model is positional (`vllm serve MODEL ...`) or `--model`; the positional wins;
 - `--flag value` and `--flag=value`; `_` and `-` are interchangeable in long flag names, as in
   vLLM's FlexibleArgumentParser;

@@ -1,7 +1,7 @@
 """A small metrics registry and the Prometheus text exposition, written for the twin.
 
 The twin must look like vLLM on `/metrics`, so this mirrors the prometheus_client conventions that
-vLLM inherits (reference vllm-0.33.md §3.1): counters are declared without `_total` and exposed
+vLLM inherits (docs/vllm-0.33.md §3.1): counters are declared without `_total` and exposed
 with it, histograms expose cumulative `_bucket{le=...}`, `_count` and `_sum`, summaries `_count`
 and `_sum`, labels appear in declaration order. `_created` series are not emitted: nothing in the
 operator reads them and they would only tie the output to wall-clock time.
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-# vLLM's /metrics answers with prometheus_client 0.26's content type (vllm-0.33.md §3.1).
+# vLLM's /metrics answers with prometheus_client 0.26's content type (docs/vllm-0.33.md §3.1).
 CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
 Kind = Literal["counter", "gauge", "histogram", "summary"]
@@ -184,7 +184,7 @@ class Registry:
 def request_token_buckets(max_model_len: int) -> list[float]:
     """vLLM's 1-2-5 series up to max_model_len, used by the per-request token histograms.
 
-    vllm-0.33.md §3.3: for 32768 the series is 1, 2, 5, ..., 10000, 20000 (bounds above
+    docs/vllm-0.33.md §3.3: for 32768 the series is 1, 2, 5, ..., 10000, 20000 (bounds above
     max_model_len are dropped, so the last bound can be below it).
     """
     out: list[float] = []

@@ -20,7 +20,7 @@ class BudgetField:
         return f"spec.budgets.{self.group}.{self.key}"
 
 
-# Order = the three layers of DESIGN.md (entry valve, running layer, token budget); args follow it.
+# Order = the README's three layers (entry valve, running layer, token budget); args follow it.
 BUDGET_FIELDS: Final[tuple[BudgetField, ...]] = (
     BudgetField("maxRequests", "max_requests", "queue", flags.FLAG_MAX_QUEUED_REQS),
     BudgetField("maxPrefillTokens", "max_prefill_tokens", "queue", flags.FLAG_MAX_QUEUED_TOKENS),

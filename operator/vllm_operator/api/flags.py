@@ -49,7 +49,7 @@ def _use(field: str) -> str:
     return f"use {field}"
 
 
-# Canonical flag names the renderer emits (vllm-0.33.md §1.2).
+# Canonical flag names the renderer emits (docs/vllm-0.33.md §1.2).
 FLAG_SERVED_MODEL_NAME: Final = "--served-model-name"
 FLAG_PORT: Final = "--port"
 FLAG_TP: Final = "--tensor-parallel-size"

@@ -1,7 +1,7 @@
 """Who sets Deployment spec.replicas: the renderer (autoscaling off) or the tuner (on).
 
 With autoscaling on the renderer leaves spec.replicas out and the tuner's field manager owns it
-(house-style §6). The hand-over must happen before the renderer's first apply without the field:
+(docs/architecture.md §4.3). The hand-over must precede the renderer's first apply without it:
 SSA would otherwise drop the renderer-owned value and the Deployment would fall back to 1.
 """
 

@@ -62,7 +62,7 @@ SINGLE_SERIES: Final[frozenset[Figure]] = frozenset(
     }
 )  # fmt: skip
 
-# Histograms behind the p95 figures (vllm-0.33.md §3.2); each has `_bucket` series with `le`.
+# Histograms behind the p95 figures (docs/vllm-0.33.md §3.2); each has `_bucket` series with `le`.
 HISTOGRAMS: Final[dict[Figure, str]] = {
     "ttft_p95": "vllm:time_to_first_token_seconds",
     "itl_p95": "vllm:inter_token_latency_seconds",

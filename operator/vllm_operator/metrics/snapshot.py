@@ -93,7 +93,7 @@ def build_snapshot(
             f,
             _single(results, f),
             traffic_only=f in TRAFFIC_FIGURES,
-            upper=1.0 if f == "kv_usage" else None,  # a fraction (vllm-0.33.md §3.2)
+            upper=1.0 if f == "kv_usage" else None,  # a fraction (docs/vllm-0.33.md §3.2)
         )
         for f in _SCALARS
     }

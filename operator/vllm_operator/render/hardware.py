@@ -1,7 +1,7 @@
 """Budgets checked against the defaults vLLM 0.33 picks for the GPU when a flag is omitted.
 
 The CRD compares two budget fields only when both are set; vLLM compares a set field with its
-own default for the other, and that default depends on the GPU (vllm-0.33.md §1.3). A spec such
+own default for the other, and that default depends on the GPU (docs/vllm-0.33.md §1.3). A spec such
 as maxSeqs 4096 on an L4 (default max-num-batched-tokens 2048) passes the API server and then
 crash-loops at start-up, so the renderer refuses it with the field to fix. Found by the parity
 tier (tests/parity), which runs vLLM's own SchedulerConfig.

@@ -1,4 +1,4 @@
-"""Labels, selectors and object metadata shared by every child (house-style §3)."""
+"""Labels, selectors and object metadata shared by every child (docs/architecture.md §4.2)."""
 
 from __future__ import annotations
 

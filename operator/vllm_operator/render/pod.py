@@ -1,4 +1,4 @@
-"""Pod-level values of the vLLM server: env, volumes, probes (vllm-0.33.md §4)."""
+"""Pod-level values of the vLLM server: env, volumes, probes (docs/vllm-0.33.md §4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Jinja2 lays manifests out; it computes nothing.
 
-Rules (house-style §2): StrictUndefined, every value through `tojson` (JSON is valid YAML, so a
+Rules (docs/architecture.md §4.7): StrictUndefined, each value through `tojson` (JSON is YAML, so a
 value can never break the document structure), output parsed with a safe YAML loader at once and
 checked. An operator may point `templateDir` at its own templates; a file there replaces the
 built-in one of the same name, and the same checks apply.

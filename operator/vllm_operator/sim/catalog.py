@@ -6,7 +6,7 @@ The override file is YAML with any of three top-level keys:
       H100-80GB: {mfu_prefill: 0.5}
     models:
       My-Model-7B: {params: 7.0e+9, ...every field...}
-    coefficients:  # StepCoefficients fields (calibration §2.3)
+    coefficients:  # StepCoefficients fields (docs/twin-calibration.md §2.3)
       api_overhead: 0.010
 
 This is the I/O half of the profiles; `engine.profiles` validates the data.

@@ -2,7 +2,7 @@
 
 Budget values are read the way the renderer writes them: an override in force (autotune Auto
 only) replaces the spec value; an unset field is vLLM's own default, which the tuner cannot know
-(it depends on the GPU), except maxActiveSeqs, which defaults to maxSeqs (vllm-0.33.md §1.2).
+(it depends on the GPU), except maxActiveSeqs, which defaults to maxSeqs (docs/vllm-0.33.md §1.2).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A move either comes back as a Move (the new state already written) or as a Blocked that names
 what stopped it; rules then try their next remedy (outcome.py). The tuner never moves maxSeqs:
-it sizes CUDA graphs and buffers and invalidates the compile cache (vllm-0.33.md §1.4).
+it sizes CUDA graphs and buffers and invalidates the compile cache (docs/vllm-0.33.md §1.4).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def allowed_range(
     spec.autotune.bounds win where given; a side without a bound defaults to the spec value
     divided or multiplied by default_bound_factor. A field the spec leaves unset has no anchor
     (vLLM's default depends on the GPU) and is never moved, except maxActiveSeqs, anchored on
-    maxSeqs. vLLM's own cross-field rules always apply on top (vllm-0.33.md §1.4).
+    maxSeqs. vLLM's own cross-field rules always apply on top (docs/vllm-0.33.md §1.4).
     """
     max_seqs = spec_budget(spec, "maxSeqs")
     base = spec_budget(spec, key)

@@ -1,4 +1,4 @@
-"""Rules 2-10: the diagnosis of DESIGN.md, one layer per decision (docs/tuning.md has the table).
+"""Rules 2-10: the diagnosis, one layer per decision (docs/tuning.md has the table and the why).
 
 Each rule returns None when its diagnosis does not apply. A *problem* rule that applies owns the
 pass: it acts through its first workable remedy or holds and says why (never falls through to a

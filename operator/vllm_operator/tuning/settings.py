@@ -1,6 +1,6 @@
 """Constants of the control loop, in one frozen object so tests and the simulator can compress time.
 
-Defaults follow reference/simulator-calibration.md §3: pods take 2-7 minutes to become ready, so a
+Defaults follow docs/twin-calibration.md §3: pods take 2-7 minutes to become ready, so a
 budget change (a restart of every pod) needs a much longer cooldown than a replica change, and the
 scale-down stabilisation matches Kubernetes' 300 s default. docs/tuning.md explains every one.
 """

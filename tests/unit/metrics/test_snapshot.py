@@ -251,7 +251,7 @@ def test_impossible_values_are_invalid_and_left_out(
 
 
 def test_nan_latency_while_only_rejections_arrive_is_no_traffic() -> None:
-    # Rejected requests never reach the histograms (vllm-0.33.md §2.3).
+    # Rejected requests never reach the histograms (docs/vllm-0.33.md §2.3).
     rec = IDLE.with_values(
         "rejection_rate_by_reason", {"max_num_queued_reqs": "4"}, "reason"
     ).with_values("ttft_p95", {"": "NaN"})

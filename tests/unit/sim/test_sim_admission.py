@@ -1,4 +1,4 @@
-"""API-server admission: --max-num-queued-reqs / --max-num-queued-tokens (scheduler ref. §5)."""
+"""API-server admission: --max-num-queued-reqs/-tokens (docs/vllm-0.33-scheduler.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Async scheduling's one-step lags (scheduler reference §4) against sync mode."""
+"""Async scheduling's one-step lags (docs/vllm-0.33-scheduler.md §4) against sync mode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""vLLM 0.33's defaults per hardware and its startup validation (vllm-0.33.md §1.3, §1.4)."""
+"""vLLM 0.33's defaults per hardware and its startup validation (docs/vllm-0.33.md §1.3, §1.4)."""
 
 from __future__ import annotations
 

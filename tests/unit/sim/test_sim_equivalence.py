@@ -1,6 +1,6 @@
 """The cohort fast path (token_events=False) against the reference path, on random scenarios.
 
-The reference path walks every request every step, exactly as the scheduler reference's
+The reference path walks every request every step, exactly as docs/vllm-0.33-scheduler.md's
 pseudocode does; the fast path advances steady decodes in aggregate. Both must give the same
 records, bit for bit, and the same counters, whatever the flags. The scenarios mix KV pressure
 (preemptions), priorities, thresholds, chunking off, prefix sharing, n>1, aborts and both

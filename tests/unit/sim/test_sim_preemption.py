@@ -1,4 +1,4 @@
-"""Preemption by recompute and the priority policy (scheduler reference §1.6, §3).
+"""Preemption by recompute and the priority policy (docs/vllm-0.33-scheduler.md §1.6, §3).
 
 All pools here have 12 blocks of 16 tokens, 11 of them usable (one is vLLM's null block).
 """

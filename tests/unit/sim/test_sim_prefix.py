@@ -1,4 +1,4 @@
-"""Prefix caching where requests share content (scheduler reference §2.3, §2.4 [run] examples)."""
+"""Prefix caching where requests share content (docs/vllm-0.33-scheduler.md §2.3, §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shipped profiles against simulator-calibration.md §2.4, and the profile loader.
+"""The shipped profiles against docs/twin-calibration.md §2.4, and the profile loader.
 
 §2.4's figures are estimates from the same roofline, so these tests check that our data and
 formulae reproduce them within a stated tolerance; they are not a fidelity claim. The table

@@ -1,4 +1,4 @@
-"""schedule() semantics on hand-computable scenarios (scheduler reference §1).
+"""schedule() semantics on hand-computable scenarios (docs/vllm-0.33-scheduler.md §1).
 
 Sync scheduling and a constant 10 ms step unless a test says otherwise (helpers.py), so step k
 of a busy engine runs from k*10ms to (k+1)*10ms and is scheduled at its start.

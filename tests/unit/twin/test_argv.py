@@ -1,4 +1,4 @@
-"""`vllm serve` argv as the twin parses it (vllm-0.33.md §1.1-1.2)."""
+"""`vllm serve` argv as the twin parses it (docs/vllm-0.33.md §1.1-1.2)."""
 
 from __future__ import annotations
 

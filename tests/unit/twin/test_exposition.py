@@ -113,7 +113,7 @@ def test_format_value(value: float, text: str) -> None:
 
 
 def test_request_token_buckets_follow_the_1_2_5_series_up_to_max_model_len() -> None:
-    # vllm-0.33.md §3.3: for 32768 the series ends at 10000, 20000
+    # docs/vllm-0.33.md §3.3: for 32768 the series ends at 10000, 20000
     assert request_token_buckets(32768) == [
         1,
         2,

@@ -1,4 +1,4 @@
-"""The vllm:* and http_* families: names, types, labels and buckets per vllm-0.33.md §3."""
+"""The vllm:* and http_* families: names, types, labels and buckets per docs/vllm-0.33.md §3."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from vllm_twin.server import buckets
 from vllm_twin.server.http_metrics import HttpMetrics
 from vllm_twin.server.vllm_metrics import VllmMetrics
 
-# vllm-0.33.md §3.2, exposed names → type
+# docs/vllm-0.33.md §3.2, exposed names → type
 ENGINE_FAMILIES = {
     "vllm:num_requests_running": "gauge",
     "vllm:num_requests_waiting": "gauge",

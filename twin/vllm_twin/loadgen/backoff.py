@@ -1,6 +1,6 @@
 """Retry schedule for 503 answers: capped exponential backoff with full jitter.
 
-vLLM answers overload with 503 and no Retry-After (vllm-0.33.md §2.2), so the client chooses the
+vLLM answers overload with 503 and no Retry-After (docs/vllm-0.33.md §2.2), so the client picks the
 wait. Full jitter (a uniform draw below the capped exponential) keeps retrying clients from
 arriving in lock-step; the deadline bounds the time one request may spend retrying.
 """

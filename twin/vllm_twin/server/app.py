@@ -31,7 +31,7 @@ def build_app(
     max_model_len = engine.resolved.max_model_len
     observer: Observer = NullObserver()
     if not options.disable_log_stats:
-        # --disable-log-stats removes every vllm:* family; the HTTP metrics stay (§3.1)
+        # --disable-log-stats drops every vllm:* family; HTTP metrics stay (docs/vllm-0.33.md §3.1)
         observer = VllmMetrics(
             registry,
             options.served_model_names[0],

@@ -1,4 +1,4 @@
-"""Default histogram buckets of vLLM 0.33 (vllm-0.33.md §3.3) and of the HTTP instrumentator (§3.4).
+"""Default buckets of vLLM 0.33 (docs/vllm-0.33.md §3.3) and of the HTTP instrumentator (§3.4).
 
 Upper bounds only; the exposition appends +Inf. The request-token family depends on
 max_model_len and is built by `exposition.request_token_buckets`.

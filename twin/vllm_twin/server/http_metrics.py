@@ -1,4 +1,4 @@
-"""HTTP metrics as vLLM exposes them through prometheus-fastapi-instrumentator (vllm-0.33.md §3.4).
+"""HTTP metrics as vLLM exposes them via prometheus-fastapi-instrumentator (docs/vllm-0.33.md §3.4).
 
 - `handler` is the route template (`/v1/completions`); requests that match no route are `none`;
 - `status` is grouped (`2xx`, `4xx`, `5xx`), so a 503 reads as `5xx`;

@@ -6,7 +6,7 @@ of their text content (no chat-template overhead). Generated text is one word (`
 output token, so a client can count tokens the same way.
 
 Error bodies follow vLLM's `{"error": {"message", "type", "param", "code"}}` shape; the 503
-admission body is byte-for-byte vLLM 0.33's (vllm-0.33.md §2.2).
+admission body is byte-for-byte vLLM 0.33's (docs/vllm-0.33.md §2.2).
 """
 
 from __future__ import annotations

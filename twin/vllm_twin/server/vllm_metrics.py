@@ -1,7 +1,7 @@
 """vLLM 0.33's engine metrics (`vllm:*`), fed from the simulated engine.
 
-Names, types and labels follow vllm-0.33.md §3.2; observation points follow the scheduler
-reference §6:
+Names, types and labels follow docs/vllm-0.33.md §3.2; observation points follow
+docs/vllm-0.33-scheduler.md §6:
 - gauges and counters mirror the engine's own figures after every engine advance (the engine
   already applies vLLM's counting rules, e.g. prompt tokens once at the first output);
 - TTFT is observed at the first output, as vLLM does;

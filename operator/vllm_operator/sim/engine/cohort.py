@@ -1,4 +1,4 @@
-"""The decode cohort: running requests in steady decode, advanced in aggregate.
+"""The decode cohort: steady decoders advanced in aggregate (docs/vllm-0.33-scheduler.md §1.2).
 
 Once a request has been scheduled in a step that samples a token for it, every later schedule
 offers it exactly one token (§1.2 step 3: the gap is 1, placeholders included) until its last

@@ -1,7 +1,7 @@
 """Engine flags as `vllm serve` takes them, and their resolution to what vLLM 0.33 would run.
 
-`resolve_config` applies vLLM's hardware-dependent defaults (vllm-0.33.md §1.3, scheduler
-reference §7), then the cross-field validation vLLM raises at startup (vllm-0.33.md §1.4), then
+`resolve_config` applies vLLM's hardware-dependent defaults (docs/vllm-0.33.md §1.3),
+then the cross-field validation vLLM raises at startup (docs/vllm-0.33.md §1.4), then
 sizes the KV cache (memory.py). Error messages are vLLM's own text where the docs quote it.
 """
 
@@ -103,7 +103,7 @@ def _at_least(name: str, value: int | float | None, low: int) -> None:
 
 
 def _check_ranges(cfg: EngineConfig) -> None:
-    # pydantic `ge=` constraints on SchedulerConfig/CacheConfig (vllm-0.33.md §1.4)
+    # pydantic `ge=` constraints on SchedulerConfig/CacheConfig (docs/vllm-0.33.md §1.4)
     for name in ("max_num_seqs", "max_num_active_seqs", "max_num_batched_tokens"):
         _at_least(name, getattr(cfg, name), 1)
     for name in ("max_num_queued_reqs", "max_num_queued_tokens", "long_prefill_token_threshold"):

@@ -1,4 +1,4 @@
-"""The engine core: queues, KV pool, the step pipeline, schedule() and update() (reference §1-§4).
+"""The engine core: queues, KV pool, schedule() and update() (docs/vllm-0.33-scheduler.md §1-§4).
 
 Time is passed in. One engine step is a `Batch`; in async mode (§4) the GPU runs steps back to
 back: when step k ends, step k+1 (scheduled when step k started) starts at once, update(k) runs,

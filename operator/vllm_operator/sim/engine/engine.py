@@ -4,7 +4,7 @@ Pure: no I/O and no clock; every call takes the current virtual time. The caller
 `advance(now)` (run every step that ends by `now`, collect events) with `submit`/`abort` at
 `now`, and sleeps (real time) or jumps (virtual time) to `next_event_time()`.
 
-Timing of a request (simulator-calibration.md §2.3, scheduler reference §6.3, §8):
+Timing of a request (docs/twin-calibration.md §2.3, docs/vllm-0.33-scheduler.md §6.3, §8):
 - `submit(now)`: API arrival; the admission check runs here (§5), counting the request from now;
 - the engine core sees it `api_overhead` (alpha0) later and queues it; it is first scheduled at
   the next schedule() after that, i.e. at a step end (§4 async lag);

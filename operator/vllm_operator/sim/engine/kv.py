@@ -1,6 +1,6 @@
 """The KV block pool: free blocks, an LRU prefix cache, and per-request block tables.
 
-Follows the scheduler reference §2.2-2.4 at block granularity:
+Follows docs/vllm-0.33-scheduler.md §2.2-2.4 at block granularity:
 - one block of `num_gpu_blocks` is the null block, so `usable = num_gpu_blocks - 1`;
 - usage = 1 - free / usable, and cached blocks nobody references count as free;
 - allocation reuses unhashed free blocks first, then evicts cached blocks in LRU order;

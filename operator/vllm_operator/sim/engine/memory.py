@@ -1,12 +1,12 @@
-"""KV-cache sizing: how many blocks vLLM 0.33 ends up with on a GPU (scheduler reference §2.5).
+"""KV-cache sizing: the blocks vLLM 0.33 ends up with on a GPU (docs/vllm-0.33-scheduler.md §2.5).
 
 available_kv = ceil(total * gpu_memory_utilization) - weights/TP - activations - non-torch
 num_blocks   = available_kv // bytes_per_block
 
 Activation and non-torch memory come from the model profile and the calibration constants
-(simulator-calibration.md §2.2); CUDA-graph memory is not modelled (the reference §9 leaves it
-undetermined). The startup check that one `max_model_len` request fits is vLLM's
-`check_enough_kv_cache_memory`, with its message.
+(docs/twin-calibration.md §2.2). CUDA-graph memory is not modelled: its size is not in vLLM's
+source (docs/vllm-0.33-scheduler.md §9). The startup check that one `max_model_len` request
+fits is vLLM's `check_enough_kv_cache_memory`, with its message.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The two scheduling passes of `Scheduler.schedule()` (scheduler reference §1.2, §1.3, §8).
+"""The two scheduling passes of `Scheduler.schedule()` (docs/vllm-0.33-scheduler.md §1.2, §1.3, §8).
 
 These functions are the reference path: they walk the running list request by request, exactly
 as vLLM does. The cohort fast path (cohort.py) must produce the same steps; a differential test

@@ -2,7 +2,7 @@
 
 The values live in YAML (`sim/profiles/*.yaml`, loaded by `sim.catalog`); this module only
 defines the shapes and turns a parsed mapping into a validated profile, so the engine stays free
-of I/O. Sources for every number are in simulator-calibration.md §2 and the YAML comments.
+of I/O. Sources for every number are in docs/twin-calibration.md §2 and the YAML comments.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class GpuProfile:
 
 @dataclass(frozen=True)
 class ModelProfile:
-    """A dense decoder-only transformer with full attention (the scheduler reference's scope)."""
+    """A dense decoder-only model with full attention (the scope of docs/vllm-0.33-scheduler.md)."""
 
     name: str
     params: float  # total parameters
@@ -59,7 +59,7 @@ class ModelProfile:
 
 @dataclass(frozen=True)
 class StepCoefficients:
-    """Fitted corrections to the roofline (calibration §2.3, BLIS trained-physics defaults)."""
+    """Fitted corrections to the roofline (docs/twin-calibration.md §2.3: BLIS's defaults)."""
 
     t0: float = 126e-6  # s per step
     c_layer: float = 32.1e-6  # s per layer per step

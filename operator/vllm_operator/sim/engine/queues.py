@@ -1,4 +1,4 @@
-"""The waiting queue under `--scheduling-policy fcfs` and `priority` (scheduler reference §1.6).
+"""The waiting queue under `fcfs` and `priority` scheduling (docs/vllm-0.33-scheduler.md §1.6).
 
 FCFS is a deque: arrivals go to the back, preempted requests and requests skipped by a scan go
 back to the front in their original order. Priority is a heap on (priority, arrival_time,

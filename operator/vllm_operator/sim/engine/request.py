@@ -1,10 +1,10 @@
 """The engine's public value types: requests in, rejections and events out, finished records.
 
-Clocks (scheduler reference §6.3): `arrival` is the API server's clock when the HTTP request
+Clocks (docs/vllm-0.33-scheduler.md §6.3): `arrival` is the API server's clock when the HTTP request
 came in; `queued`, `scheduled`, `first_token`, `finished` and `token_times` are engine
 timestamps (a step's end for outputs, a step's schedule() start for `scheduled`). TTFT and E2E
-are client-visible, so they add the API-side output delay (calibration alpha2, and alpha1 for
-the final output) to the engine timestamp.
+are client-visible, so they add the API-side output delay (alpha2, and alpha1 for the final
+output: docs/twin-calibration.md §2.3) to the engine timestamp.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 RejectReason = Literal["max_num_queued_reqs", "max_num_queued_tokens"]
 FinishReason = Literal["length", "stop", "abort"]
 
-# vLLM's 503 bodies (vllm-0.33.md §2.2)
+# vLLM's 503 bodies (docs/vllm-0.33.md §2.2)
 BUSY_MESSAGE = (
     "The engine is currently busy and cannot accept new requests. Please try again later or "
     "on a different instance."
@@ -67,8 +67,8 @@ class RequestRecord:
     index: int = 0  # choice index for n > 1
     queued: float = 0.0  # engine-core arrival (QUEUED event): arrival + API overhead
     cached_tokens: int = 0  # prefix-cache hit at the first scheduling
-    output_delay: float = 0.0  # API-side delay of each output (calibration alpha2)
-    finish_delay: float = 0.0  # extra delay of the final output (calibration alpha1)
+    output_delay: float = 0.0  # API-side delay of each output (alpha2)
+    finish_delay: float = 0.0  # extra delay of the final output (alpha1)
     priority: int = 0
 
     @property

@@ -1,4 +1,4 @@
-"""Mutable per-request and per-step state of the engine core (scheduler reference §0.1).
+"""Mutable per-request and per-step state of the engine core (docs/vllm-0.33-scheduler.md §0.1).
 
 `Req` carries vLLM's request fields (num_tokens, num_computed_tokens, placeholders, ...) plus
 the bookkeeping of the decode cohort (cohort.py): while `member` is set, the counters listed in
@@ -131,7 +131,7 @@ class Batch:
 
 @dataclass
 class Counters:
-    """Cumulative figures; vLLM's counter update points are in the scheduler reference §6.2."""
+    """Cumulative figures; vLLM's counter update points are in docs/vllm-0.33-scheduler.md §6.2."""
 
     preemptions: int = 0
     prompt_tokens: int = 0

@@ -1,4 +1,4 @@
-"""A snapshot of the engine's gauges and counters (the `vllm:*` metrics' sources, reference §6)."""
+"""The engine's gauges and counters, the `vllm:*` sources (docs/vllm-0.33-scheduler.md §6)."""
 
 from __future__ import annotations
 

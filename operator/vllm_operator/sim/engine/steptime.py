@@ -1,4 +1,4 @@
-"""How long one engine step takes: the roofline with BLIS's fitted corrections (calibration §2.3).
+"""Step time: the roofline with BLIS's fitted corrections (docs/twin-calibration.md §2.3).
 
 T_step = t0 + L*c_layer + B*c_req + max(T_compute, T_memory) + T_tp
 
