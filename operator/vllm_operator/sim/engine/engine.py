@@ -11,7 +11,7 @@ Timing of a request (docs/twin-calibration.md §2.3, docs/vllm-0.33-scheduler.md
 - outputs carry the step's end time (engine clock); the client sees each `output_delay`
   (alpha2) later, the final one `finish_overhead` (alpha1) later still.
 
-Simplifications (the rest follows the reference step by step, see passes.py/core.py):
+Simplifications (the rest follows the scheduler page step by step, see passes.py/core.py):
 - both admission checks of §5 (before and after tokenization) happen at `submit`; tokenization
   and IPC take `api_overhead` and nothing else can interleave;
 - the frontend counts drop when the engine emits the output, not `output_delay` later;
