@@ -68,6 +68,21 @@ def test_the_readme_lists_every_gpu_and_model_without_a_profile() -> None:
     assert [name for name in (*gpus, *models) if name not in text] == []
 
 
+def test_the_readmes_counts_are_the_files() -> None:
+    text = README.read_text("utf-8")
+    measurements = load_measurements()
+    coverage = summarize(measurements)
+    by_split = {
+        split: sum(1 for s in measurements.sources if s.split == split)
+        for split in ("fit", "heldout")
+    }
+    assert f"{coverage.points} points from {len(measurements.sources)} sources" in text
+    assert f"{len(coverage.models)} models" in text
+    assert f"| fit | {by_split['fit']} | {coverage.fit_points} |" in text
+    share = round(100 * coverage.heldout_share)
+    assert f"| heldout | {by_split['heldout']} | {coverage.heldout_points} ({share}%) |" in text
+
+
 def test_the_readme_has_a_line_for_every_source() -> None:
     text = README.read_text("utf-8")
     assert [s.id for s in load_measurements().sources if f"`{s.id}`" not in text] == []
