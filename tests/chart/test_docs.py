@@ -11,22 +11,54 @@ from tests.support.kube import ROOT
 from vllm_operator import constants
 from vllm_operator.api.crd import build_openapi_schema
 from vllm_operator.tools import gen_docs
+from vllm_operator.tuning.reasons import Reason
 
 DOCS = ROOT / "docs"
 
 
 def test_crd_reference_is_generated_from_the_models() -> None:
     assert gen_docs.main(["--check", "--root", str(ROOT)]) == 0, (
-        "docs/crd-reference.md is stale: run `python -m vllm_operator.tools.gen_docs`"
+        "docs/crd-reference.md or tuning.md is stale: run `python -m vllm_operator.tools.gen_docs`"
     )
+
+
+def _stale_tuning_page(root: Path) -> Path:
+    page = root / "docs" / "tuning.md"
+    page.write_text(
+        f"# Tuning\n\nhand-written\n\n{gen_docs.REASONS_BEGIN}\n| `Old` |\n"
+        f"{gen_docs.REASONS_END}\n\nmore hand-written\n"
+    )
+    return page
 
 
 def test_gen_docs_check_fails_on_a_stale_page(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "crd-reference.md").write_text("# old\n")
+    (tmp_path / "docs" / "tuning.md").write_text((DOCS / "tuning.md").read_text())
     assert gen_docs.main(["--check", "--root", str(tmp_path)]) == 1
     assert gen_docs.main(["--root", str(tmp_path)]) == 0
     assert gen_docs.main(["--check", "--root", str(tmp_path)]) == 0
+
+
+def test_the_reason_table_is_regenerated_and_the_rest_of_the_page_kept(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "crd-reference.md").write_text(gen_docs.render_reference())
+    page = _stale_tuning_page(tmp_path)
+    assert gen_docs.main(["--check", "--root", str(tmp_path)]) == 1
+    assert gen_docs.main(["--root", str(tmp_path)]) == 0
+    text = page.read_text()
+    assert "`Old`" not in text
+    assert text.startswith("# Tuning\n\nhand-written\n") and text.endswith("more hand-written\n")
+    for reason in Reason:
+        assert f"| `{reason.value}` | `{reason.kind}` | {reason.meaning} |" in text
+
+
+def test_tuning_md_names_every_reason_in_its_generated_table() -> None:
+    text = (DOCS / "tuning.md").read_text()
+    table = text.split(gen_docs.REASONS_BEGIN)[1].split(gen_docs.REASONS_END)[0]
+    assert [line.split("`")[1] for line in table.strip().splitlines()[2:]] == [
+        r.value for r in Reason
+    ]
 
 
 def test_crd_reference_lists_every_spec_field_with_its_description() -> None:

@@ -1,11 +1,12 @@
-"""Write (or, with --check, verify) docs/crd-reference.md from the VLLMService models.
+"""Write (or, with --check, verify) the generated docs: docs/crd-reference.md from the
+VLLMService models, and the reason table of docs/tuning.md from tuning/reasons.py.
 
     python -m vllm_operator.tools.gen_docs [--check] [--root DIR]
 
 Every field's text is its `Field(description=...)`, read from the same structural schema that
 the CRD carries (so `kubectl explain` and this page say the same); the cross-field rules are
-listed with the message the API server returns. --check writes nothing and exits 1 when the page
-is stale.
+listed with the message the API server returns. docs/tuning.md is written by hand except between
+its reason-table markers. --check writes nothing and exits 1 when a page is stale.
 """
 
 from __future__ import annotations
@@ -19,8 +20,15 @@ from typing import Any, Final
 from vllm_operator.api.crd import build_openapi_schema
 from vllm_operator.api.rules import RULES
 from vllm_operator.constants import API_VERSION, KIND, PLURAL, SHORT_NAME
+from vllm_operator.tuning.reasons import Reason
 
 DOC_PATH: Final = Path("docs/crd-reference.md")
+TUNING_PATH: Final = Path("docs/tuning.md")
+REASONS_BEGIN: Final = (
+    "<!-- BEGIN reasons: generated from vllm_operator/tuning/reasons.py by "
+    "`python -m vllm_operator.tools.gen_docs`; do not edit -->"
+)
+REASONS_END: Final = "<!-- END reasons -->"
 
 
 def _type(node: dict[str, Any]) -> str:
@@ -124,28 +132,54 @@ def render_reference() -> str:
     return "\n".join(out)
 
 
+def render_reason_table() -> list[str]:
+    lines = ["| reason | action | meaning |", "|---|---|---|"]
+    lines += [f"| `{r.value}` | `{r.kind}` | {_cell(r.meaning)} |" for r in Reason]
+    return lines
+
+
+def render_tuning(current: str) -> str:
+    """docs/tuning.md with the block between the reason markers regenerated."""
+    head, begin, rest = current.partition(REASONS_BEGIN)
+    _, end, tail = rest.partition(REASONS_END)
+    if not begin or not end:
+        raise SystemExit(
+            f"{TUNING_PATH} lacks the reason-table markers {REASONS_BEGIN!r} ... "
+            f"{REASONS_END!r}: put them back where the table goes"
+        )
+    return "\n".join([head + begin, *render_reason_table(), end + tail])
+
+
+def _sync(target: Path, text: str, *, check: bool) -> bool:
+    """Write `text` to `target` (or, with check, compare only); False when it was stale."""
+    current = target.read_text(encoding="utf-8") if target.exists() else None
+    if current == text:
+        return True
+    if check:
+        print(
+            f"{target} is stale: it differs from what the code generates; "
+            "run `python -m vllm_operator.tools.gen_docs` and commit the result",
+            file=sys.stderr,
+        )
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}")
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vllm_operator.tools.gen_docs")
     parser.add_argument("--check", action="store_true", help="verify only; exit 1 if stale")
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root")
     args = parser.parse_args(argv)
-    target = args.root / DOC_PATH
-    text = render_reference()
-    current = target.read_text(encoding="utf-8") if target.exists() else None
-    if args.check:
-        if current != text:
-            print(
-                f"{target} is stale: it differs from the API models; "
-                "run `python -m vllm_operator.tools.gen_docs` and commit the result",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    if current != text:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target}")
-    return 0
+    tuning = args.root / TUNING_PATH
+    pages = (
+        (args.root / DOC_PATH, render_reference()),
+        (tuning, render_tuning(tuning.read_text(encoding="utf-8"))),
+    )
+    fresh = [_sync(target, text, check=args.check) for target, text in pages]
+    return 0 if all(fresh) else 1
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from vllm_operator.tuning.evaluate import pending_rule
 from vllm_operator.tuning.inputs import Inputs, autotune_mode
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Decision, MetricsSnapshot, TuningState
+from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
@@ -109,7 +110,7 @@ def _chain(i: Inputs) -> Decision:
     for rule in RULES:
         decision = rule(voted)
         if decision is not None:
-            if decision.reason == "RetuneSettling":
+            if decision.reason == Reason.RETUNE_SETTLING:
                 return _scale_up_while_settling(replace(voted, state=decision.state), decision)
             return decision
     return rules.within_slo(voted)

@@ -22,6 +22,7 @@ from vllm_operator.tuning.inputs import Inputs, spec_budget
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Action, Decision, Hold, PendingRetune
 from vllm_operator.tuning.outcome import hold
+from vllm_operator.tuning.reasons import Reason
 
 _LATENCY = ("rejection_ratio", "ttft_p95", "itl_p95")  # need trusted rates to mean anything
 # (field, direction) -> (figures the change targeted, figures it put at risk)
@@ -105,7 +106,7 @@ def _rollback(i: Inputs, p: PendingRetune, why: str, change: str) -> Decision:
     held = i.settings.hold_after_rollback.total_seconds()
     message = f"{change} made {why}: rolled back, no move {direction} for {held:.0f}s"
     action = Action("Rollback", p.field, p.to_value, p.from_value)
-    return Decision(action, "RollbackWorse", message, i.snapshot.figures(), state)
+    return Decision(action, Reason.ROLLBACK_WORSE, message, i.snapshot.figures(), state)
 
 
 def pending_rule(i: Inputs) -> Decision | None:
@@ -120,10 +121,12 @@ def pending_rule(i: Inputs) -> Decision | None:
         message = (
             f"{change} rolled out; judging it after {wait.total_seconds():.0f}s of fresh figures"
         )
-        return hold("RetuneSettling", message, i.snapshot, state)
+        return hold(Reason.RETUNE_SETTLING, message, i.snapshot, state)
     if i.now < p.settled_at + wait:
         left = (p.settled_at + wait - i.now).total_seconds()
-        return hold("RetuneSettling", f"{change} is judged in {left:.0f}s", i.snapshot, i.state)
+        return hold(
+            Reason.RETUNE_SETTLING, f"{change} is judged in {left:.0f}s", i.snapshot, i.state
+        )
     why = worse(i, p)
     kept = replace(i.state, pending=None)
     if why is None:
@@ -132,11 +135,11 @@ def pending_rule(i: Inputs) -> Decision | None:
             ", ".join(_change(*t) for t in _pairs(i, p, targeted + guarded))
             or "no comparable figures"
         )
-        return hold("RetuneKept", f"{change} kept: {seen}", i.snapshot, kept)
+        return hold(Reason.RETUNE_KEPT, f"{change} kept: {seen}", i.snapshot, kept)
     rise = load_rise(i, p)
     if rise is not None:
         message = f"{change} kept: {why}, but {rise}, so the change is not to blame"
-        return hold("RetuneKept", message, i.snapshot, kept)
+        return hold(Reason.RETUNE_KEPT, message, i.snapshot, kept)
     return _rollback(i, p, why, change)
 
 

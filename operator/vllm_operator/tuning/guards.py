@@ -7,13 +7,14 @@ from dataclasses import replace
 from vllm_operator.tuning.inputs import Inputs, autoscaling_of, autotune_mode
 from vllm_operator.tuning.model import Decision
 from vllm_operator.tuning.outcome import hold
+from vllm_operator.tuning.reasons import Reason
 
-_QUALITY_REASONS = {
-    "missing": "HoldMetricsMissing",
-    "stale": "HoldMetricsStale",
-    "partial": "HoldMetricsPartial",
-    "invalid": "HoldMetricsInvalid",
-    "error": "HoldMetricsError",
+_QUALITY_REASONS: dict[str, Reason] = {
+    "missing": Reason.HOLD_METRICS_MISSING,
+    "stale": Reason.HOLD_METRICS_STALE,
+    "partial": Reason.HOLD_METRICS_PARTIAL,
+    "invalid": Reason.HOLD_METRICS_INVALID,
+    "error": Reason.HOLD_METRICS_ERROR,
 }
 
 
@@ -22,19 +23,19 @@ def nothing_to_do(i: Inputs) -> Decision | None:
     if autotune_mode(i.spec) != "Off" or autoscaling_of(i.spec) is not None:
         return None
     message = "autotune is Off and autoscaling is off: nothing to tune"
-    return hold("HoldTuningOff", message, i.snapshot, i.state)
+    return hold(Reason.HOLD_TUNING_OFF, message, i.snapshot, i.state)
 
 
 def metrics_unusable(i: Inputs) -> Decision | None:
     snap = i.snapshot
     if not snap.usable:
-        reason = _QUALITY_REASONS.get(snap.quality, "HoldMetricsInvalid")
+        reason = _QUALITY_REASONS.get(snap.quality, Reason.HOLD_METRICS_INVALID)
         return hold(reason, snap.problem or f"metrics are {snap.quality}", snap, i.state)
     age = (i.now - snap.observed_at).total_seconds()
     limit = i.settings.staleness_limit.total_seconds()
     if age > limit:
         message = f"metrics were observed {age:.0f}s ago (stale after {limit:.0f}s)"
-        return hold("HoldMetricsStale", message, snap, i.state)
+        return hold(Reason.HOLD_METRICS_STALE, message, snap, i.state)
     return None
 
 
@@ -48,9 +49,12 @@ def fleet_unsteady(i: Inputs) -> Decision | None:
     if fleet is None:
         return None
     if fleet.rolling or fleet.updated < fleet.desired:
-        reason, message = "HoldRollout", f"rollout: {fleet.updated}/{fleet.desired} pods updated"
+        reason, message = (
+            Reason.HOLD_ROLLOUT,
+            f"rollout: {fleet.updated}/{fleet.desired} pods updated",
+        )
     elif fleet.ready < fleet.desired:
-        reason, message = "HoldPodsNotReady", f"{fleet.ready}/{fleet.desired} pods ready"
+        reason, message = Reason.HOLD_PODS_NOT_READY, f"{fleet.ready}/{fleet.desired} pods ready"
     else:
         return None
     state, pending = i.state, i.state.pending

@@ -17,6 +17,7 @@ from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.tuning.inputs import Inputs, autotune_mode, spec_bound, spec_budget
 from vllm_operator.tuning.model import Action, BudgetKey, PendingRetune, TuningState
 from vllm_operator.tuning.outcome import Blocked, Move
+from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.settings import TuningSettings
 
 Direction = Literal["up", "down"]
@@ -67,19 +68,21 @@ def restart_budget_blocker(i: Inputs) -> Blocked | None:
     used = restarts_in_window(i.state, i.now, i.settings)
     if used < limit:
         return None
-    return Blocked("RestartBudgetExhausted", f"{used} of {limit} restarts per hour used")
+    return Blocked(Reason.RESTART_BUDGET_EXHAUSTED, f"{used} of {limit} restarts per hour used")
 
 
 def _blocker(i: Inputs, key: BudgetKey, direction: Direction) -> Blocked | None:
     if not i.autotune_acts:
-        return Blocked("AutotuneOff", f"autotune is {autotune_mode(i.spec)}", disabled=True)
+        return Blocked(Reason.AUTOTUNE_OFF, f"autotune is {autotune_mode(i.spec)}", disabled=True)
     for hold in i.state.holds:
         if hold.field == key and hold.direction == direction and i.now < hold.until:
-            return Blocked("HoldAfterRollback", f"{label(key)} held {direction} after a rollback")
+            return Blocked(
+                Reason.HOLD_AFTER_ROLLBACK, f"{label(key)} held {direction} after a rollback"
+            )
     until = i.state.retune_cooldown_until
     if until is not None and i.now < until:
         left = (until - i.now).total_seconds()
-        return Blocked("RetuneCooldown", f"budget changes cool down for {left:.0f}s more")
+        return Blocked(Reason.RETUNE_COOLDOWN, f"budget changes cool down for {left:.0f}s more")
     return restart_budget_blocker(i)
 
 
@@ -87,13 +90,13 @@ def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) 
     """Move `key` by `factor` (clamped to the max step and the allowed range), or say why not."""
     current = i.budget(key)
     if current is None:
-        return Blocked("BudgetUnset", f"{label(key)} is unset (vLLM's default is unknown)")
+        return Blocked(Reason.BUDGET_UNSET, f"{label(key)} is unset (vLLM's default is unknown)")
     blocked = _blocker(i, key, direction)
     if blocked is not None:
         return blocked
     window = allowed_range(i.spec, key, i.settings)
     if window is None:
-        return Blocked("BudgetAtBound", f"{label(key)} has no range the tuner may use")
+        return Blocked(Reason.BUDGET_AT_BOUND, f"{label(key)} has no range the tuner may use")
     lo, hi = window
     step = i.settings.max_budget_step
     if direction == "up":
@@ -102,7 +105,7 @@ def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) 
         target = max(lo, min(current - 1, math.floor(current * max(factor, 1 / step))))
     if (direction == "up" and target <= current) or (direction == "down" and target >= current):
         edge, value = ("max", hi) if direction == "up" else ("min", lo)
-        return Blocked("BudgetAtBound", f"{label(key)} {current} at its {edge} {value}")
+        return Blocked(Reason.BUDGET_AT_BOUND, f"{label(key)} {current} at its {edge} {value}")
     return _applied(i, key, current, target)
 
 

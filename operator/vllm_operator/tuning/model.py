@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from vllm_operator.tuning.reasons import Reason
+
 # Why a snapshot cannot be acted on; "ok" when it can.
 Quality = Literal["ok", "missing", "stale", "partial", "invalid", "error"]
 ActionKind = Literal["ScaleReplicas", "SetBudget", "Rollback", "Hold"]
@@ -145,7 +147,7 @@ class Action:
 @dataclass(frozen=True)
 class Decision:
     action: Action
-    reason: str  # CamelCase, e.g. ScaleUpRejections, LowerActiveSeqsITL, HoldMetricsStale
+    reason: Reason  # reasons.py lists them all, e.g. ScaleUpRejections, HoldMetricsStale
     message: str  # one human sentence with the figures that drove it
     figures: dict[str, float]
     state: TuningState  # what to persist after this pass (also when holding)

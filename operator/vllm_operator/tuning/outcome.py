@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vllm_operator.tuning.model import Action, Decision, MetricsSnapshot, TuningState
+from vllm_operator.tuning.reasons import Reason
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Move:
 
 @dataclass(frozen=True)
 class Blocked:
-    reason: str  # CamelCase; becomes the Hold's reason when every remedy is blocked
+    reason: Reason  # becomes the Hold's reason when every remedy is blocked
     phrase: str  # e.g. "replicas at maxReplicas 4"
     disabled: bool = False  # the lever is switched off, which explains less than a pinned bound
 
@@ -30,18 +31,18 @@ class Blocked:
 Remedy = Callable[[], Move | Blocked]
 
 
-def hold(reason: str, message: str, snapshot: MetricsSnapshot, state: TuningState) -> Decision:
+def hold(reason: Reason, message: str, snapshot: MetricsSnapshot, state: TuningState) -> Decision:
     return Decision(Action("Hold"), reason, message, snapshot.figures(), state)
 
 
-def act(reason: str, diagnosis: str, move: Move, snapshot: MetricsSnapshot) -> Decision:
+def act(reason: Reason, diagnosis: str, move: Move, snapshot: MetricsSnapshot) -> Decision:
     return Decision(
         move.action, reason, f"{diagnosis}: {move.phrase}", snapshot.figures(), move.state
     )
 
 
 def remedy_decision(
-    reasons: Sequence[str],
+    reasons: Sequence[Reason],
     diagnosis: str,
     remedies: Sequence[Remedy],
     snapshot: MetricsSnapshot,

@@ -13,6 +13,7 @@ from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import budget_move
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, Remedy, hold, hold_for, remedy_decision
+from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.scaling import low_load, near_capacity, scale_down, scale_up
 from vllm_operator.tuning.signals import Latency
 
@@ -24,7 +25,7 @@ def _latency_factor(i: Inputs, value: float | None, target: float | None) -> flo
     return i.settings.headroom * target / value
 
 
-def _problem(i: Inputs, reasons: list[str], diagnosis: str, remedies: list[Remedy]) -> Decision:
+def _problem(i: Inputs, reasons: list[Reason], diagnosis: str, remedies: list[Remedy]) -> Decision:
     out = remedy_decision(reasons, diagnosis, remedies, i.snapshot)
     return hold_for(out, diagnosis, i.snapshot, i.state)
 
@@ -34,7 +35,7 @@ def rejections_without_headroom(i: Inputs) -> Decision | None:
     if not signals.rejections_over(i) or signals.headroom(i, "ttft"):
         return None
     diagnosis = f"{signals.rejection_phrase(i)} with {signals.latency_phrase(i, 'ttft')}"
-    return _problem(i, ["ScaleUpRejections"], diagnosis, [lambda: scale_up(i)])
+    return _problem(i, [Reason.SCALE_UP_REJECTIONS], diagnosis, [lambda: scale_up(i)])
 
 
 def _valve(i: Inputs) -> BudgetKey:
@@ -60,10 +61,12 @@ def rejections_with_headroom(i: Inputs) -> Decision | None:
 
     def open_valve() -> Move | Blocked:
         if not signals.kv_headroom(i):
-            return Blocked("KVCacheFull", f"{signals.kv_phrase(i)} leaves no room to queue more")
+            return Blocked(
+                Reason.KV_CACHE_FULL, f"{signals.kv_phrase(i)} leaves no room to queue more"
+            )
         return budget_move(i, _valve(i), "up", i.settings.max_budget_step)
 
-    reasons = ["RaiseQueueRejections", "ScaleUpRejections"]
+    reasons = [Reason.RAISE_QUEUE_REJECTIONS, Reason.SCALE_UP_REJECTIONS]
     return _problem(i, reasons, diagnosis, [open_valve, lambda: scale_up(i)])
 
 
@@ -82,9 +85,9 @@ def running_too_big(i: Inputs) -> Decision | None:
     rate = i.snapshot.preemption_rate or 0.0
     cause = signals.latency_phrase(i, "itl") if itl_over else f"{rate:.3g} preemptions/s"
     diagnosis = f"{cause} with {signals.running_phrase(i)}"
-    reason = "LowerActiveSeqsITL" if itl_over else "LowerActiveSeqsPreemption"
+    reason = Reason.LOWER_ACTIVE_SEQS_ITL if itl_over else Reason.LOWER_ACTIVE_SEQS_PREEMPTION
     lower = lambda: budget_move(i, "maxActiveSeqs", "down", factor)  # noqa: E731
-    return _problem(i, [reason, "ScaleUpLatency"], diagnosis, [lower, lambda: scale_up(i)])
+    return _problem(i, [reason, Reason.SCALE_UP_LATENCY], diagnosis, [lower, lambda: scale_up(i)])
 
 
 def waiting_at_cap(i: Inputs) -> Decision | None:
@@ -98,7 +101,7 @@ def waiting_at_cap(i: Inputs) -> Decision | None:
     factor = _latency_factor(i, i.snapshot.itl_p95, i.targets.itl)
     diagnosis = f"{signals.latency_phrase(i, 'itl')} with {signals.running_phrase(i)}"
     raise_cap = lambda: budget_move(i, "maxActiveSeqs", "up", factor)  # noqa: E731
-    out = remedy_decision(["RaiseActiveSeqsWaiting"], diagnosis, [raise_cap], i.snapshot)
+    out = remedy_decision([Reason.RAISE_ACTIVE_SEQS_WAITING], diagnosis, [raise_cap], i.snapshot)
     return out if isinstance(out, Decision) else None
 
 
@@ -126,7 +129,7 @@ def prefill_bound(i: Inputs) -> Decision | None:
     # Prefill time ~ 1 / token budget: aim TTFT at headroom x SLO.
     factor = snap.ttft_p95 / (i.settings.headroom * target)
     raise_budget = lambda: budget_move(i, "maxBatchedTokens", "up", factor)  # noqa: E731
-    reasons = ["RaiseBatchedTokensTTFT", "ScaleUpLatency"]
+    reasons = [Reason.RAISE_BATCHED_TOKENS_TTFT, Reason.SCALE_UP_LATENCY]
     return _problem(i, reasons, diagnosis, [raise_budget, lambda: scale_up(i)])
 
 
@@ -138,7 +141,7 @@ def latency_over(i: Inputs) -> Decision | None:
         return None
     phrases = " and ".join(signals.latency_phrase(i, w) for w in over)
     diagnosis = f"{phrases} with {signals.running_phrase(i)}"
-    return _problem(i, ["ScaleUpLatency"], diagnosis, [lambda: scale_up(i)])
+    return _problem(i, [Reason.SCALE_UP_LATENCY], diagnosis, [lambda: scale_up(i)])
 
 
 def capacity_near(i: Inputs) -> Decision | None:
@@ -155,7 +158,7 @@ def capacity_near(i: Inputs) -> Decision | None:
         f"and {signals.latency_phrase(i, 'itl')}"
     )
     up = lambda: scale_up(i, missed_slo=False)  # noqa: E731
-    out = remedy_decision(["ScaleUpNearCapacity"], diagnosis, [up], i.snapshot)
+    out = remedy_decision([Reason.SCALE_UP_NEAR_CAPACITY], diagnosis, [up], i.snapshot)
     return out if isinstance(out, Decision) else None
 
 
@@ -164,8 +167,10 @@ def low_load_rule(i: Inputs) -> Decision | None:
     if not low_load(i):
         return None
     diagnosis = f"low load: {signals.running_phrase(i)}, {signals.rejection_phrase(i)}"
-    out = remedy_decision(["ScaleDownLowLoad"], diagnosis, [lambda: scale_down(i)], i.snapshot)
-    if isinstance(out, Blocked) and out.reason == "AtMinReplicas":
+    out = remedy_decision(
+        [Reason.SCALE_DOWN_LOW_LOAD], diagnosis, [lambda: scale_down(i)], i.snapshot
+    )
+    if isinstance(out, Blocked) and out.reason == Reason.AT_MIN_REPLICAS:
         return None  # nothing to do: WithinSLO says so
     return hold_for(out, diagnosis, i.snapshot, i.state)
 
@@ -178,4 +183,4 @@ def within_slo(i: Inputs) -> Decision:
     )
     if i.state.capacity is not None:
         message = f"{message}, {signals.capacity_phrase(i)}"
-    return hold("WithinSLO", message, i.snapshot, i.state)
+    return hold(Reason.WITHIN_SLO, message, i.snapshot, i.state)

@@ -22,8 +22,9 @@ from vllm_operator.tuning import signals
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import Action, Capacity, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, act
+from vllm_operator.tuning.reasons import Reason
 
-_OFF = Blocked("AutoscalingOff", "autoscaling is off", disabled=True)
+_OFF = Blocked(Reason.AUTOSCALING_OFF, "autoscaling is off", disabled=True)
 
 
 def _since_last_scale(i: Inputs) -> float | None:
@@ -49,11 +50,12 @@ def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
         return _OFF
     top = scaling.max_replicas if scaling.max_replicas is not None else i.replicas
     if i.replicas >= top:
-        return Blocked("AtMaxReplicas", f"replicas at maxReplicas {top}")
+        return Blocked(Reason.AT_MAX_REPLICAS, f"replicas at maxReplicas {top}")
     since, cooldown = _since_last_scale(i), i.settings.scale_up_cooldown.total_seconds()
     if since is not None and since < cooldown:
         return Blocked(
-            "ScaleUpCooldown", f"replicas changed {since:.0f}s ago (cooldown {cooldown:.0f}s)"
+            Reason.SCALE_UP_COOLDOWN,
+            f"replicas changed {since:.0f}s ago (cooldown {cooldown:.0f}s)",
         )
     step = max(1, math.floor(i.replicas * i.settings.scale_up_fraction))
     move = _move(i, min(top, i.replicas + step))
@@ -133,14 +135,15 @@ def scale_down(i: Inputs) -> Move | Blocked:
         return _OFF
     target = scale_down_target(i)
     if target >= i.replicas:
-        return Blocked("AtMinReplicas", f"replicas at minReplicas {i.scaling.min_replicas}")
+        return Blocked(Reason.AT_MIN_REPLICAS, f"replicas at minReplicas {i.scaling.min_replicas}")
     votes, needed = i.state.scale_down_votes, i.settings.scale_down_votes
     if votes < needed:
-        return Blocked("ScaleDownVoting", f"low load for {votes} of {needed} passes")
+        return Blocked(Reason.SCALE_DOWN_VOTING, f"low load for {votes} of {needed} passes")
     since, wait = _since_last_scale(i), i.settings.scale_down_stabilization.total_seconds()
     if since is not None and since < wait:
         return Blocked(
-            "ScaleDownStabilizing", f"replicas changed {since:.0f}s ago (stabilization {wait:.0f}s)"
+            Reason.SCALE_DOWN_STABILIZING,
+            f"replicas changed {since:.0f}s ago (stabilization {wait:.0f}s)",
         )
     return _move(i, target)
 
@@ -155,4 +158,4 @@ def clamp_replicas(i: Inputs) -> Decision | None:
     if target == i.replicas:
         return None
     diagnosis = f"replicas {i.replicas} outside [{scaling.min_replicas}, {top}]"
-    return act("ReplicasOutOfBounds", diagnosis, _move(i, target), i.snapshot)
+    return act(Reason.REPLICAS_OUT_OF_BOUNDS, diagnosis, _move(i, target), i.snapshot)
