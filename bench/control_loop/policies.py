@@ -11,7 +11,8 @@
      desire is at least twice the ready pods, left after 60 s without that; no scale-down in
      panic); scale-down by at most half the ready pods per decision.
 5-6  Ours: the operator's decide() every 30 s on a snapshot built from the scraped samples
-     (vllm_twin/observe.py), with the state it returns; autotune Off (replicas only) or Auto.
+     (vllm_twin/observe.py), with the state it returns, and the operator's plan of the pass
+     (tuning/plan.py) carried out on the fleet; autotune Off (replicas only) or Auto.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.sim.engine import EngineConfig
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.model import TuningState
+from vllm_operator.tuning.plan import TunePlan, build_tune_plan
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_twin.observe import SCRAPE_INTERVAL, observe_snapshot
 
@@ -159,6 +162,8 @@ class Ours:
 
     def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
         self.spec = scenario.profile.spec(self.initial, self.autotune)
+        meta = {"name": scenario.name.replace("/", "-"), "namespace": "bench", "generation": 1}
+        self.service = VLLMService(metadata=meta, spec=self.spec)
         # as if it had just scaled to the initial count, like the HPA's seeded history
         self.state = TuningState(desired_replicas=self.initial, last_scale_at=EPOCH)
         return self.initial, engine_config(self.spec)
@@ -170,19 +175,31 @@ class Ours:
         snapshot = observe_snapshot(
             ctx.store, ctx.fleet, now, window=self.window, epoch=EPOCH, stale_after=stale_after
         )
-        decision = decide(
-            self.spec, snapshot, self.state, EPOCH + timedelta(seconds=now), self.settings
-        )
+        at = EPOCH + timedelta(seconds=now)
+        decision = decide(self.spec, snapshot, self.state, at, self.settings)
         self.state = decision.state  # persisted exactly as returned, like status.tuning
-        self.reasons[decision.reason] += 1
-        action = decision.action
-        if not decision.applied or action.kind == "Hold":
-            return
-        self.actions.append(f"{now:.0f}s {decision.reason}: {decision.message}")
-        if action.kind == "ScaleReplicas" and action.to_value is not None:
-            ctx.controls.scale_to(action.to_value, now)
-        elif action.kind in ("SetBudget", "Rollback"):
-            ctx.controls.restart(engine_config(self.spec, decision.state.overrides), now)
+        self.reasons[decision.reason.value] += 1
+        plan = build_tune_plan(
+            self.service,
+            decision,
+            snapshot,
+            at,
+            self.settings,
+            window=f"{self.window:.0f}s",
+            conditions=[],
+        )
+        self._execute(plan, now, ctx)
+
+    def _execute(self, plan: TunePlan, now: float, ctx: Context) -> None:
+        """The operator's writes (handlers/tune.py), done to the fleet: the Deployment's
+        replicas, and the re-render that restarts every pod with the new overrides."""
+        if plan.replicas is None and not plan.rerender:
+            return  # status and events only: nothing the fleet sees
+        self.actions += [f"{now:.0f}s {e.reason}: {e.message}" for e in plan.events]
+        if plan.replicas is not None:
+            ctx.controls.scale_to(plan.replicas, now)
+        if plan.rerender:
+            ctx.controls.restart(engine_config(self.spec, plan.overrides), now)
 
     def notes(self) -> dict[str, int]:
         return dict(self.reasons.most_common())

@@ -24,11 +24,6 @@ from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
-from vllm_operator.handlers.replicas import (
-    build_replicas_patch,
-    initial_replicas,
-    tuner_owns_replicas,
-)
 from vllm_operator.render import RenderError, UnknownGPUTypeError, build_effective, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
@@ -38,6 +33,11 @@ from vllm_operator.status.summarize import (
     read_rollout,
     status_changed,
     summarize_status,
+)
+from vllm_operator.tuning.replicas import (
+    build_replicas_patch,
+    initial_replicas,
+    tuner_owns_replicas,
 )
 
 
