@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from vllm_operator.config import OperatorConfig, load_operator_config
-from vllm_operator.k8s.client import KubeClient, build_api_client
+from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
 
 
@@ -18,7 +18,7 @@ def utc_now() -> datetime:
 @dataclass
 class Deps:
     cfg: OperatorConfig
-    kube: KubeClient
+    kube: Kube
     prometheus: PrometheusClientLike | None = None
     clock: Callable[[], datetime] = field(default=utc_now)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from vllm_operator.k8s.client import KubeClient
+from vllm_operator.k8s.client import Kube
 
 log = logging.getLogger("vllm_operator.leader")
 LEASE_API = "coordination.k8s.io/v1"
@@ -38,7 +38,7 @@ def lease_is_free(lease: dict[str, Any], identity: str, now: datetime, duration:
 
 @dataclass
 class LeaseGate:
-    kube: KubeClient
+    kube: Kube
     namespace: str
     name: str
     identity: str

@@ -11,7 +11,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -69,6 +69,33 @@ def resource_path(
     prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
     return f"{path}/{name}" if name else path
+
+
+class Kube(Protocol):
+    """What the handlers need from the API server; KubeClient is the real one, the component
+    tier's recording fake (tests/support/fake_kube.py) another."""
+
+    writes: int  # requests that were not GETs, for the benchmark's "writes while idle" figure
+
+    def get(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None: ...
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str = ""
+    ) -> list[dict[str, Any]]: ...
+
+    def apply(
+        self, obj: dict[str, Any], *, field_manager: str, subresource: str | None = None
+    ) -> dict[str, Any]: ...
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+    def emit_event(
+        self, involved: dict[str, Any], *, type: str, reason: str, message: str, now: datetime
+    ) -> None: ...
 
 
 @dataclass

@@ -1,0 +1,114 @@
+"""handlers/reconcile.py against the recording fake API server: what a pass writes, and as whom."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.component.handlers import (
+    LOG,
+    NAME,
+    condition,
+    deployment,
+    deps_for,
+    example,
+    roll_out,
+    serve,
+    service,
+)
+from tests.support.fake_kube import FakeKube
+from vllm_operator import constants as c
+from vllm_operator.handlers.reconcile import reconcile
+
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+
+
+def test_create_applies_every_child_under_the_renderers_field_manager() -> None:
+    kube = FakeKube()
+    kube.put(example("minimal.yaml"))
+    reconcile(service(kube), deps=deps_for(kube, NOW), logger=LOG)
+    children = [a for a in kube.applies if a.kind != c.KIND]
+    assert {a.kind for a in children} == {"Deployment", "Service"}
+    assert {(a.field_manager, a.subresource) for a in children} == {(c.FM_RENDERER, None)}
+    (status,) = kube.applied(c.KIND, manager=c.FM_STATUS, subresource="status")
+    assert set(status.obj) == {"apiVersion", "kind", "metadata", "status"}  # status only
+    assert condition(service(kube), c.COND_READY)["status"] == "False"
+    assert [e["reason"] for e in kube.events] == [c.REASON_NOT_READY]
+    dep = deployment(kube)
+    assert dep["metadata"]["labels"][c.LABEL_SERVICE] == NAME
+    assert service(kube)["status"]["effective"]["args"][0] == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_a_second_pass_over_an_unchanged_service_writes_nothing() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    serve(kube, example("three-layer-budgets.yaml"), deps)
+    writes = kube.writes
+    reconcile(service(kube), deps=deps, logger=LOG)
+    reconcile(service(kube), deps=deps, logger=LOG)
+    assert kube.writes == writes
+
+
+def test_events_only_on_transitions() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    serve(kube, example("minimal.yaml"), deps)
+    assert [(e["type"], e["reason"]) for e in kube.events] == [
+        ("Warning", c.REASON_NOT_READY),
+        ("Normal", c.REASON_AVAILABLE),
+    ]
+    reconcile(service(kube), deps=deps, logger=LOG)
+    assert len(kube.events) == 2
+
+
+def test_drift_of_a_child_is_repaired_and_only_that_child_applied() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    serve(kube, example("minimal.yaml"), deps)
+    dep = deployment(kube)
+    dep["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:latest"
+    kube.put(dep)  # kubectl edit
+    before = len(kube.applies)
+    reconcile(service(kube), deps=deps, logger=LOG)
+    repaired = [a for a in kube.applies[before:] if a.kind != c.KIND]
+    assert [(a.kind, a.field_manager) for a in repaired] == [("Deployment", c.FM_RENDERER)]
+    rendered = repaired[0].obj["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert deployment(kube)["spec"]["template"]["spec"]["containers"][0]["image"] == rendered
+    assert rendered != "someone/else:latest"
+    assert condition(service(kube), c.COND_PROGRESSING)["reason"] == c.REASON_ROLLING_OUT
+
+
+def test_a_refused_child_is_reported_degraded_and_fails_the_pass() -> None:
+    kube = FakeKube()
+    kube.put(example("minimal.yaml"))
+    kube.refuse("Service", 403, 'services "chat" is forbidden: exceeded quota: services=0')
+    with pytest.raises(ApiException):
+        reconcile(service(kube), deps=deps_for(kube, NOW), logger=LOG)
+    degraded = condition(service(kube), c.COND_DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_APPLY_FAILED)
+    assert "(403)" in degraded["message"] and "exceeded quota" in degraded["message"]
+    assert ("Warning", c.REASON_APPLY_FAILED) in [(e["type"], e["reason"]) for e in kube.events]
+
+
+def test_with_autoscaling_the_tuner_takes_replicas_before_the_renderer_drops_them() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    obj = example("autotune-recommend.yaml", replicas=3)
+    kube.put(obj)
+    reconcile(service(kube), deps=deps, logger=LOG)
+    deps_applies = kube.applied("Deployment")
+    assert [a.field_manager for a in deps_applies] == [c.FM_RENDERER, c.FM_TUNER]
+    assert deps_applies[1].obj["spec"] == {"replicas": 3}  # the tuner's patch: replicas only
+    assert "replicas" not in deps_applies[0].obj["spec"]
+    dep = deployment(kube)
+    assert dep["spec"]["replicas"] == 3
+    owners = {m["manager"] for m in dep["metadata"]["managedFields"]
+              if "f:replicas" in m["fieldsV1"].get("f:spec", {})}  # fmt: skip
+    assert owners == {c.FM_TUNER}
+    roll_out(kube)
+    before = len(kube.applies)
+    reconcile(service(kube), deps=deps, logger=LOG)
+    assert [a for a in kube.applies[before:] if a.kind == "Deployment"] == []
+    assert deployment(kube)["spec"]["replicas"] == 3

@@ -1,0 +1,121 @@
+"""handlers/tune.py against the recording fake API server and recorded Prometheus answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.component.handlers import (
+    LOG,
+    condition,
+    deployment,
+    deps_for,
+    example,
+    serve,
+    service,
+)
+from tests.support.fake_kube import FakeKube
+from tests.unit.metrics.fake import Recording, load
+from vllm_operator import constants as c
+from vllm_operator.handlers.tune import tune
+from vllm_operator.tuning.reasons import Reason
+
+TRAFFIC = load("traffic-two-pods.json")  # 503 ratio 62%, TTFT p95 39 ms, KV 0%, 2 pods
+IDLE = load("idle-two-pods.json")  # no requests at all
+BOUNDS = {"maxRequests": {"min": 16, "max": 256}, "maxActiveSeqs": {"min": 4, "max": 32}}
+
+
+def served(recording: Recording, **spec: Any) -> tuple[FakeKube, Any, dict[str, Any]]:
+    """A Ready team-a/chat from examples/autotune-recommend.yaml (2 replicas) with `spec`."""
+    kube = FakeKube()
+    deps = deps_for(kube, recording.now, recording)
+    body = serve(kube, example("autotune-recommend.yaml", replicas=2, **spec), deps)
+    return kube, deps, body
+
+
+def auto(**extra: Any) -> dict[str, Any]:
+    return {"autotune": {"mode": "Auto", "bounds": BOUNDS, "maxRestartsPerHour": 1, **extra}}
+
+
+def args(kube: FakeKube) -> list[str]:
+    container = deployment(kube)["spec"]["template"]["spec"]["containers"][0]
+    return list(container["args"])
+
+
+def test_a_scale_up_applies_replicas_under_the_tuners_field_manager() -> None:
+    # TTFT without headroom (SLO 10 ms): rule 2 scales
+    slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
+    kube, deps, body = served(TRAFFIC, slo=slo)
+    before = len(kube.applies)
+    decision = tune(body, deps=deps, logger=LOG)
+    assert decision is not None and decision.reason == Reason.SCALE_UP_REJECTIONS
+    writes = kube.applies[before:]
+    scale = [a for a in writes if a.kind == "Deployment"]
+    assert [(a.field_manager, a.obj["spec"]) for a in scale] == [(c.FM_TUNER, {"replicas": 3})]
+    assert deployment(kube)["spec"]["replicas"] == 3
+    (status,) = [a for a in writes if a.kind == c.KIND]
+    assert (status.field_manager, status.subresource) == (c.FM_TUNER, "status")
+    tuning = service(kube)["status"]["tuning"]
+    assert tuning["desiredReplicas"] == 3
+    assert tuning["lastDecisions"][-1]["reason"] == "ScaleUpRejections"
+    assert condition(service(kube), c.COND_TUNING_ACTIVE)["reason"] == "ScaleUpRejections"
+    assert [(e["reason"], e["type"]) for e in kube.events[-1:]] == [("ScaleUpRejections", "Normal")]
+
+
+def test_a_budget_change_lands_in_status_and_re_renders_the_deployment() -> None:
+    kube, deps, body = served(TRAFFIC, **auto())  # TTFT has headroom: rule 3 opens the valve
+    assert "64" in args(kube)
+    before = len(kube.applies)
+    decision = tune(body, deps=deps, logger=LOG)
+    assert decision is not None and decision.reason == Reason.RAISE_QUEUE_REJECTIONS
+    writes = [(a.kind, a.field_manager, a.subresource) for a in kube.applies[before:]]
+    assert writes[:2] == [
+        (c.KIND, c.FM_TUNER, "status"),  # the override first ...
+        ("Deployment", c.FM_RENDERER, None),  # ... then the renderer renders it
+    ]
+    assert service(kube)["status"]["tuning"]["overrides"] == {"maxRequests": 128}
+    flags = args(kube)
+    assert flags[flags.index("--max-num-queued-reqs") + 1] == "128"
+    assert "RaiseQueueRejections" in [e["reason"] for e in kube.events]
+
+
+def test_recommend_mode_never_writes_the_deployment() -> None:
+    # autoscaling off: the only lever Recommend could pull is a budget, which it only advises
+    kube, deps, body = served(TRAFFIC, autoscaling={"enabled": False})
+    before, deployment_before = len(kube.applies), deployment(kube)
+    decision = tune(body, deps=deps, logger=LOG)
+    assert decision is not None and decision.reason == Reason.RAISE_QUEUE_REJECTIONS
+    assert not decision.applied
+    assert [a.kind for a in kube.applies[before:]] == [c.KIND]
+    assert deployment(kube) == deployment_before
+    assert "overrides" not in service(kube)["status"]["tuning"]
+    event = kube.events[-1]
+    assert event["reason"] == "RaiseQueueRejections"
+    assert event["message"].endswith("(recommendation only)")
+
+
+def test_holds_write_status_but_emit_no_event() -> None:
+    kube, deps, _ = served(IDLE, **auto())
+    events, before = len(kube.events), len(kube.applies)
+    for _ in range(2):
+        decision = tune(service(kube), deps=deps, logger=LOG)
+        assert decision is not None and decision.action.kind == "Hold"
+    assert len(kube.events) == events
+    writes = [(a.kind, a.field_manager, a.subresource) for a in kube.applies[before:]]
+    assert writes == [(c.KIND, c.FM_TUNER, "status")] * 2
+    assert condition(service(kube), c.COND_TUNING_ACTIVE)["status"] == "True"
+
+
+def test_the_tuners_status_leaves_the_reconciles_conditions_alone() -> None:
+    kube, deps, body = served(IDLE, **auto())
+    tune(body, deps=deps, logger=LOG)
+    types = {x["type"] for x in service(kube)["status"]["conditions"]}
+    assert {c.COND_READY, c.COND_TUNING_ACTIVE} <= types
+
+
+def test_a_service_without_tuning_is_not_touched() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, TRAFFIC.now, TRAFFIC)
+    body = serve(kube, example("minimal.yaml"), deps)
+    writes = kube.writes
+    assert tune(body, deps=deps, logger=LOG) is None
+    assert kube.writes == writes
