@@ -70,3 +70,20 @@ def test_bad_input_is_one_line_naming_the_problem(
     err = capsys.readouterr().err
     assert err.startswith(f"vllm-twin simulate: error: {message}")
     assert err.count("\n") == 1
+
+
+def test_concurrency_runs_a_closed_loop_with_bench_serve_figures(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["simulate", "--concurrency", "2", "--num-prompts", "4", "--warmup", "2"]
+    assert main([*argv, "--prompt-mean", "64", "--output-mean", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    figures = out["figures"]
+    assert figures["completed"] == 4 and figures["total_output_tokens"] == 32
+    assert figures["ttft_ms"]["median"] > 0 and figures["request_throughput"] > 0
+    assert out["workload"] == "closed loop, concurrency 2"
+
+
+def test_a_closed_loop_needs_one_request(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--concurrency", "2", "--num-prompts", "0"]) == 2
+    assert "--num-prompts" in capsys.readouterr().err

@@ -9,9 +9,12 @@ import random
 import sys
 
 from vllm_operator.cli import UsageError
+from vllm_operator.sim.benchserve import bench_serve_figures, format_bench_serve
+from vllm_operator.sim.closedloop import ClosedLoopSpec
+from vllm_operator.sim.workload import LengthDist
 from vllm_twin.loadgen.backoff import RetryPolicy
 from vllm_twin.loadgen.report import Slo, render_table, report_to_dict, summarize_outcomes
-from vllm_twin.loadgen.runner import LoadSpec, run_load
+from vllm_twin.loadgen.runner import LoadSpec, run_closed_load, run_load
 from vllm_twin.loadgen.targets import check_target
 from vllm_twin.loadgen.trace import (
     Arrival,
@@ -24,7 +27,7 @@ from vllm_twin.loadgen.trace import (
 from vllm_twin.loadgen.units import parse_duration
 
 NAME = "loadgen"
-HELP = "Send open-loop /v1/completions load to local (loopback) twins and report latency figures."
+HELP = "Send open- or closed-loop /v1/completions load to loopback twins; report latency figures."
 
 
 def _duration(text: str) -> float:
@@ -68,9 +71,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--duration",
         type=_duration,
-        required=True,
-        help="schedule requests for this long, e.g. 60s",
+        help="schedule requests for this long, e.g. 60s (open loop: required)",
     )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="closed loop instead: N requests in flight (vllm bench serve --max-concurrency N), "
+        "fixed --prompt-tokens/--max-tokens, a vllm bench serve report",
+    )
+    p.add_argument("--num-prompts", type=int, default=100, help="closed loop: counted requests")
+    p.add_argument("--warmup", type=int, default=0, help="closed loop: uncounted first requests")
     p.add_argument("--max-requests", type=int, help="schedule at most this many requests")
     p.add_argument(
         "--stream", action="store_true", help="stream answers (needed for TTFT, ITL and goodput)"
@@ -106,6 +117,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_schedule(args: argparse.Namespace) -> list[Arrival]:
     """The whole run's arrivals from the command line; UsageError for a bad combination."""
+    if args.duration is None:
+        raise UsageError("--duration is required without --concurrency")
     if args.trace is None and args.rate is None:
         raise UsageError("one of --trace or --rate is required")
     if args.max_requests is not None and args.max_requests < 1:
@@ -126,7 +139,25 @@ def build_schedule(args: argparse.Namespace) -> list[Arrival]:
         raise UsageError(str(exc)) from exc
 
 
+def closed_loop_spec(args: argparse.Namespace) -> ClosedLoopSpec:
+    if args.trace is not None or args.rate is not None:
+        raise UsageError("--concurrency takes --prompt-tokens and --max-tokens, not a schedule")
+    try:
+        return ClosedLoopSpec(
+            args.concurrency,
+            args.num_prompts,
+            LengthDist("fixed", args.prompt_tokens),
+            LengthDist("fixed", args.max_tokens),
+            args.warmup,
+            args.seed,
+        )
+    except ValueError as exc:
+        flag = str(exc).split()[0].replace("_", "-")
+        raise UsageError(f"--{flag}: {exc}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
+    closed = closed_loop_spec(args) if args.concurrency is not None else None
     try:
         targets = tuple(check_target(t) for t in args.target)
         retry = (
@@ -136,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         )
         spec = LoadSpec(
             targets=targets,
-            arrivals=tuple(build_schedule(args)),
+            arrivals=tuple(build_schedule(args)) if closed is None else (),
             stream=args.stream,
             retry=retry,
             model=args.model,
@@ -146,6 +177,13 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    if closed is not None:
+        figures = bench_serve_figures(asyncio.run(run_closed_load(spec, closed)))
+        if args.json:
+            print(json.dumps(figures.as_dict(), indent=2))
+        else:
+            print(format_bench_serve(figures))
+        return 0
     outcomes = asyncio.run(run_load(spec))
     report = summarize_outcomes(outcomes, Slo(ttft=args.slo_ttft, tpot=args.slo_tpot))
     if args.json:

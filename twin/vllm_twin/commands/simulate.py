@@ -17,7 +17,9 @@ from vllm_operator.cli import UsageError
 from vllm_operator.sim import runner as sim_runner
 from vllm_operator.sim import workload as wl
 from vllm_operator.sim.balancer import BALANCERS
+from vllm_operator.sim.benchserve import BenchServeFigures, bench_serve_figures, format_bench_serve
 from vllm_operator.sim.catalog import Catalog, load_catalog
+from vllm_operator.sim.closedloop import ClosedLoopSpec, run_closed_loop
 from vllm_operator.sim.engine import EngineConfig, SimRequest, resolve_config
 from vllm_operator.sim.engine.profiles import ProfileError
 from vllm_operator.sim.fleet import Fleet
@@ -79,11 +81,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--balancer", choices=tuple(BALANCERS), default="round_robin")
     p.add_argument("--seed", type=int, default=0)
-    w = p.add_argument_group("workload (one of --trace, --poisson, --ramp; default --trace conv)")
+    w = p.add_argument_group(
+        "workload (one of --trace, --poisson, --ramp, --concurrency; default --trace conv)"
+    )
     src = w.add_mutually_exclusive_group()
     src.add_argument("--trace", metavar="conv|code|FILE", help="Azure LLM trace 2023 or a CSV")
     src.add_argument("--poisson", type=float, metavar="RATE", help="Poisson arrivals, req/s")
     src.add_argument("--ramp", metavar="FROM:TO", help="rate rising linearly, req/s")
+    src.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="closed loop: N requests in flight, as vllm bench serve --max-concurrency N",
+    )
+    w.add_argument("--num-prompts", type=int, default=1000, help="closed loop: counted requests")
+    w.add_argument("--warmup", type=int, default=0, help="closed loop: uncounted first requests")
     w.add_argument("--rate-multiplier", type=float, default=1.0, help="trace speed-up")
     w.add_argument("--trace-start", type=_seconds, default=0.0, help="offset into the trace")
     w.add_argument("--loop", action="store_true", help="repeat the trace to fill --duration")
@@ -91,7 +103,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--prompt-mean", type=float, default=1024, help="synthetic prompt tokens")
     w.add_argument("--output-mean", type=float, default=256, help="synthetic output tokens")
     w.add_argument(
-        "--length-dist", choices=("fixed", "exponential", "lognormal"), default="exponential"
+        "--length-dist",
+        choices=("fixed", "exponential", "lognormal"),
+        help="default: fixed with --concurrency (bench serve's random dataset), else exponential",
     )
     _engine_flags(p)
     o = p.add_argument_group("output")
@@ -144,6 +158,25 @@ def _ramp(text: str) -> tuple[float, float]:
     return start, end
 
 
+def _lengths(args: argparse.Namespace) -> tuple[wl.LengthDist, wl.LengthDist]:
+    default = "fixed" if args.concurrency is not None else "exponential"
+    kind = args.length_dist or default
+    return wl.LengthDist(kind, args.prompt_mean), wl.LengthDist(kind, args.output_mean)
+
+
+def _closed_loop(args: argparse.Namespace) -> ClosedLoopSpec:
+    _positive("--prompt-mean", args.prompt_mean)
+    _positive("--output-mean", args.output_mean)
+    prompt, output = _lengths(args)
+    try:
+        return ClosedLoopSpec(
+            args.concurrency, args.num_prompts, prompt, output, args.warmup, args.seed
+        )
+    except ValueError as exc:
+        flag = str(exc).split()[0].replace("_", "-")
+        raise UsageError(f"--{flag}: {exc}") from None
+
+
 def _workload(args: argparse.Namespace) -> tuple[list[SimRequest], float, str]:
     _positive("--rate-multiplier", args.rate_multiplier)
     _positive("--duration", args.duration)
@@ -154,8 +187,7 @@ def _workload(args: argparse.Namespace) -> tuple[list[SimRequest], float, str]:
     if synthetic:
         if args.duration is None:
             raise UsageError("--duration is required with --poisson and --ramp")
-        prompt = wl.LengthDist(args.length_dist, args.prompt_mean)
-        output = wl.LengthDist(args.length_dist, args.output_mean)
+        prompt, output = _lengths(args)
         if args.poisson is not None:
             _positive("--poisson", args.poisson)
             reqs = wl.poisson(args.poisson, args.duration, prompt, output, args.seed)
@@ -205,7 +237,8 @@ def _progress(quiet: bool) -> Callable[[float], None] | None:
     return report
 
 
-def simulate(args: argparse.Namespace) -> tuple[RunResult, dict[str, Any]]:
+def simulate(args: argparse.Namespace) -> tuple[RunResult | BenchServeFigures, dict[str, Any]]:
+    """An open-loop run (RunResult) or, with --concurrency, a closed loop's bench-serve figures."""
     catalog = _profiles(args)
     try:
         gpu = catalog.gpu(args.gpu)
@@ -224,7 +257,6 @@ def simulate(args: argparse.Namespace) -> tuple[RunResult, dict[str, Any]]:
         resolved = resolve_config(cfg, gpu, model, catalog.coefficients)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    reqs, until, label = _workload(args)
     fleet = Fleet(
         cfg,
         gpu,
@@ -234,35 +266,60 @@ def simulate(args: argparse.Namespace) -> tuple[RunResult, dict[str, Any]]:
         seed=args.seed,
         coeffs=catalog.coefficients,
     )
-    slo = Slo(args.slo_ttft, args.slo_itl) if args.slo_ttft is not None else None
-    started = time.perf_counter()
-    result = sim_runner.run(reqs, fleet, until, slo=slo, progress=_progress(args.quiet))
-    meta = {
+    meta: dict[str, Any] = {
         "gpu": gpu.name,
         "model": model.name,
         "replicas": args.replicas,
         "balancer": args.balancer,
-        "workload": label,
-        "until": until,
         "seed": args.seed,
-        "wall_seconds": round(time.perf_counter() - started, 3),
         "engine": {k: v for k, v in asdict(resolved).items() if k not in ("gpu", "model")},
     }
+    if args.concurrency is not None:
+        spec = _closed_loop(args)
+        started = time.perf_counter()
+        samples = run_closed_loop(spec, fleet)
+        meta["workload"] = f"closed loop, concurrency {spec.concurrency}"
+        meta["wall_seconds"] = round(time.perf_counter() - started, 3)
+        return bench_serve_figures(samples), meta
+    reqs, until, label = _workload(args)
+    slo = Slo(args.slo_ttft, args.slo_itl) if args.slo_ttft is not None else None
+    started = time.perf_counter()
+    result = sim_runner.run(reqs, fleet, until, slo=slo, progress=_progress(args.quiet))
+    meta.update(workload=label, until=until, wall_seconds=round(time.perf_counter() - started, 3))
     return result, meta
 
 
 def run(args: argparse.Namespace) -> int:
     result, meta = simulate(args)
+    if isinstance(result, BenchServeFigures):
+        return _print_closed(result, meta, as_json=args.json)
     if args.records:
         _write_records(args.records, result.records)
     if args.json:
         print(json.dumps({**meta, "figures": result.figures.as_dict()}, indent=2))
         return 0
-    engine = meta["engine"]
     print(
         f"{meta['replicas']} x {meta['gpu']} / {meta['model']}, {meta['workload']}, "
         f"{meta['until']:.0f}s, balancer {meta['balancer']}"
     )
+    _print_engine(meta["engine"])
+    print(format_table(result.figures))
+    print(f"simulated in {meta['wall_seconds']:.1f}s wall, {result.steps} engine steps")
+    return 0
+
+
+def _print_closed(figures: BenchServeFigures, meta: dict[str, Any], *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({**meta, "figures": figures.as_dict()}, indent=2))
+        return 0
+    print(f"{meta['replicas']} x {meta['gpu']} / {meta['model']}, {meta['workload']}")
+    _print_engine(meta["engine"])
+    print(format_bench_serve(figures))
+    print(f"simulated in {meta['wall_seconds']:.1f}s wall")
+    return 0
+
+
+def _print_engine(engine: dict[str, Any]) -> None:
     print(
         f"engine: max_num_seqs {engine['max_num_seqs']}, max_num_active_seqs "
         f"{engine['max_num_active_seqs']}, max_num_batched_tokens "
@@ -270,6 +327,3 @@ def run(args: argparse.Namespace) -> int:
         f"({engine['num_gpu_blocks'] * engine['block_size']} tokens), max_model_len "
         f"{engine['max_model_len']}"
     )
-    print(format_table(result.figures))
-    print(f"simulated in {meta['wall_seconds']:.1f}s wall, {result.steps} engine steps")
-    return 0

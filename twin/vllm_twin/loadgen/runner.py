@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from vllm_operator.sim.benchserve import ClientSample
+from vllm_operator.sim.closedloop import ClosedLoop, ClosedLoopSpec, Job
 from vllm_twin.loadgen.backoff import RetryPolicy
 from vllm_twin.loadgen.client import Attempt, completion_body, send_completion
 from vllm_twin.loadgen.report import Outcome
@@ -118,3 +120,52 @@ async def run_load(
                 await asyncio.sleep(wait)  # the arrival schedule itself
             tasks.append(asyncio.create_task(_one_request(a, spec, session, targets, clock, rng)))
         return list(await asyncio.gather(*tasks))
+
+
+async def run_closed_load(
+    spec: LoadSpec, loop_spec: ClosedLoopSpec, wall_clock: Callable[[], float] = time.monotonic
+) -> list[ClientSample]:
+    """`loop_spec.concurrency` requests in flight until every job was sent (the engine model's
+    `ClosedLoop` decides which, so the virtual-time runner sends the same); `spec.arrivals` is
+    not used. One sample per job, in send order."""
+    wall0 = wall_clock()
+
+    def clock() -> float:
+        return (wall_clock() - wall0) * spec.time_scale
+
+    targets = _RoundRobin([check_target(t) for t in spec.targets])
+    rng = random.Random(spec.seed)
+    loop = ClosedLoop(loop_spec)
+    samples: dict[int, ClientSample] = {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        def send(job: Job) -> asyncio.Task[Outcome]:
+            arrival = Arrival(clock(), job.prompt_tokens, job.max_tokens)
+            task = asyncio.create_task(_one_request(arrival, spec, session, targets, clock, rng))
+            jobs[task] = job
+            return task
+
+        jobs: dict[asyncio.Task[Outcome], Job] = {}
+        running = {send(job) for job in loop.start()}
+        while running:
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: jobs[t].index):
+                job = jobs.pop(task)
+                samples[job.index] = client_sample(task.result(), job.counted)
+                if (nxt := loop.finished()) is not None:
+                    running.add(send(nxt))
+    return [samples[i] for i in sorted(samples)]
+
+
+def client_sample(outcome: Outcome, counted: bool = True) -> ClientSample:
+    """An outcome as the bench-serve figures read it."""
+    return ClientSample(
+        start=outcome.start,
+        end=outcome.end,
+        prompt_tokens=outcome.prompt_tokens,
+        output_tokens=outcome.output_tokens,
+        ttft=outcome.ttft,
+        itls=outcome.itls,
+        ok=outcome.ok,
+        counted=counted,
+    )
