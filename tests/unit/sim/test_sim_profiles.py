@@ -95,6 +95,8 @@ def test_catalog_lookup_and_errors() -> None:
         "L4",
         "T4",
         "MI300X",
+        "A40",
+        "RTX4090",
     ]
 
 

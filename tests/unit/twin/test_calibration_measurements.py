@@ -44,10 +44,15 @@ def test_no_page_is_cited_by_both_splits() -> None:
     assert {url: s for url, s in splits.items() if len(s) > 1} == {}
 
 
+# held out whole as unseen hardware: their profiles are datasheet figures, fitted to nothing
+UNSEEN_GPU_TYPES = {"A40", "RTX4090"}
+
+
 def test_every_gpu_type_with_a_twin_profile_keeps_fit_points() -> None:
     measurements = load_measurements()
     profiled = {p.setup.gpu_type for p in measurements.points if p.setup.gpu_profile is not None}
-    assert profiled <= set(summarize(measurements).fit_gpu_types)
+    assert profiled - UNSEEN_GPU_TYPES <= set(summarize(measurements).fit_gpu_types)
+    assert not UNSEEN_GPU_TYPES & set(summarize(measurements).fit_gpu_types)
 
 
 def test_profile_names_are_the_twins_own() -> None:
@@ -64,7 +69,7 @@ def test_check_profiles_names_an_unknown_profile() -> None:
 def test_the_readme_lists_every_gpu_and_model_without_a_profile() -> None:
     text = README.read_text("utf-8")
     gpus, models = without_profile(load_measurements())
-    assert gpus and models
+    assert models  # Llama 3.1 405B FP8: its checkpoint is not named
     assert [name for name in (*gpus, *models) if name not in text] == []
 
 
