@@ -55,6 +55,10 @@ image: ## Build the operator image (needs a container engine; none on the dev ma
 bench-control: install ## Control policies side by side in the twin: bench/results/control_loop.*
 	python -m bench.control_loop
 
+.PHONY: bench-fidelity
+bench-fidelity: install ## The twin against measured vLLM (fit and held-out): bench/results/fidelity.*
+	python bench/fidelity.py
+
 .PHONY: bench-operator
 bench-operator: install ## Operator scale benchmark on the local cluster (figures in bench/results/)
 	eval "$$(e2e/cluster.sh env)" && python bench/operator_scale.py

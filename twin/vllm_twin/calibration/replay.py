@@ -1,0 +1,237 @@
+"""Simulate a measured point with the workload its source ran, and compare the figures.
+
+One reading of the measurement set for everything that judges or fits the twin (the fidelity
+benchmark, `vllm-twin calibrate`):
+- `serve` points are a closed loop (`sim.closedloop`): `--max-concurrency N` keeps N in
+  flight; `unlimited` at rate `inf` sends every prompt at once. A finite request rate is an
+  open-loop Poisson stream of `num_prompts` requests.
+- `offline-latency` is one batch of `batch_size` requests sent at once; the batch's latency is
+  the time until the last one finishes. `offline-throughput` sends `num_prompts` at once
+  (vLLM's benchmark_throughput default of 1000 when the source does not say). Offline runs
+  have no API server, so the API-side delays are zero there.
+- Lengths: fixed where the source gives them; a ShareGPT prompt is lognormal (sigma 1) around
+  the source's own mean (total tokens / completed) or, without totals, GPUStack's ShareGPT x1000
+  means (217 in, 202 out). An output cap without `ignore_eos` takes the measured mean output
+  when the source gives its totals.
+- Each quantity compares the same statistic on both sides: the median where the source gives
+  one, else the mean (p95/p99 are not compared: a few hundred requests make them noisy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import shlex
+from dataclasses import dataclass
+
+from vllm_operator.sim.benchserve import BenchServeFigures, bench_serve_figures
+from vllm_operator.sim.catalog import Catalog
+from vllm_operator.sim.closedloop import ClosedLoopSpec, run_closed_loop
+from vllm_operator.sim.engine import EngineConfig, StepCoefficients
+from vllm_operator.sim.fleet import Fleet
+from vllm_operator.sim.workload import LengthDist
+from vllm_twin.argv import ArgvError, parse_vllm_argv
+from vllm_twin.calibration.measurements import Point, Stats
+
+SHAREGPT_MEANS = (217.4, 201.6)  # GPUStack's ShareGPT x1000 totals / 1000 (measurements.yaml)
+OFFLINE_THROUGHPUT_PROMPTS = 1000  # vllm/benchmarks/throughput.py --num-prompts default
+# flags the twin's parser refuses and the engine model does not need: (flag, values it takes);
+# --swap-space is gone in vLLM 0.33, --tokenizer-mode only changes the tokeniser
+_DROPPED_FLAGS = {"--swap-space": 1, "--tokenizer-mode": 1}
+_ESTIMATED_MAX = re.compile(r"estimated maximum model length is (\d+)")
+
+# quantity -> its group in the summary
+GROUPS = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT/ITL",
+    "itl_ms": "TPOT/ITL",
+    "request_throughput_rps": "throughput",
+    "output_throughput_tps": "throughput",
+    "total_throughput_tps": "throughput",
+    "token_throughput_unspecified_tps": "throughput",
+    "e2el_ms": "latency",
+    "latency_ms": "latency",
+}
+
+
+class NotSimulableError(ValueError):
+    """The point lacks what a simulation needs (a profile, a length); the message says what."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    quantity: str  # a Measured field, with the statistic: "ttft_ms.median"
+    group: str
+    measured: float
+    simulated: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the simulation: (simulated - measured) / measured."""
+        return (self.simulated - self.measured) / self.measured
+
+
+@dataclass(frozen=True)
+class Replayed:
+    point: Point
+    spec: ClosedLoopSpec
+    offline: bool
+    figures: BenchServeFigures
+    comparisons: tuple[Comparison, ...]
+    note: str = ""
+
+
+def replay_point(
+    point: Point, catalog: Catalog, coeffs: StepCoefficients | None = None
+) -> Replayed:
+    """Simulate `point` on its profiles (coefficients: the catalog's unless given)."""
+    setup, work = point.setup, point.workload
+    if setup.gpu_profile in (None, "unknown") or setup.model_profile is None:
+        raise NotSimulableError(f"no twin profile for {setup.gpu_type} / {setup.model}")
+    gpu, model = catalog.gpu(setup.gpu_profile), catalog.model(setup.model_profile)
+    coeffs = coeffs or catalog.coefficients
+    offline = work.mode != "serve"
+    if offline:
+        coeffs = dataclasses.replace(
+            coeffs, api_overhead=0.0, finish_overhead=0.0, output_delay=0.0
+        )
+    if work.mode == "serve" and work.request_rate not in ("inf", "unknown"):
+        raise NotSimulableError(
+            f"request rate {work.request_rate}/s: open-loop points not replayed yet"
+        )
+    spec = workload_spec(point)
+    cfg, note = engine_config(point), ""
+    try:
+        fleet = Fleet(cfg, gpu, model, 1, coeffs=coeffs)
+    except ValueError as exc:
+        # the twin's memory model can miss a fit real vLLM made by a few blocks: serve at the
+        # largest max_model_len it finds, as its error message suggests, and say so
+        found = _ESTIMATED_MAX.search(str(exc))
+        if found is None:
+            raise NotSimulableError(f"vLLM startup: {exc}") from None
+        cfg = dataclasses.replace(cfg, max_model_len=int(found.group(1)))
+        note = f"max_model_len lowered to {cfg.max_model_len}: the twin's KV sizing is short"
+        fleet = Fleet(cfg, gpu, model, 1, coeffs=coeffs)
+    figures = bench_serve_figures(run_closed_loop(spec, fleet))
+    return Replayed(point, spec, offline, figures, compare(point, figures), note)
+
+
+def workload_spec(point: Point) -> ClosedLoopSpec:
+    work, measured = point.workload, point.measured
+    count = _count(point)
+    if work.mode == "offline-latency":
+        assert work.batch_size is not None  # the schema requires it for this mode
+        concurrency = work.batch_size
+    elif isinstance(work.max_concurrency, int):
+        concurrency = work.max_concurrency
+    else:
+        concurrency = count  # unlimited (or an offline batch): everything at once
+    done = measured.completed or count
+    means = {
+        "input": measured.total_input_tokens / done if measured.total_input_tokens else None,
+        "output": measured.total_output_tokens / done if measured.total_output_tokens else None,
+    }
+    prompt = _length(work.input_len, means["input"], SHAREGPT_MEANS[0], "input_len", cap=False)
+    output = _length(
+        work.output_len,
+        means["output"] if work.ignore_eos is not True else None,
+        SHAREGPT_MEANS[1],
+        "output_len",
+        cap=True,
+    )
+    return ClosedLoopSpec(concurrency, count, prompt, output, warmup=0, seed=0)
+
+
+def _count(point: Point) -> int:
+    work, measured = point.workload, point.measured
+    if work.mode == "offline-latency":
+        assert work.batch_size is not None
+        return work.batch_size
+    if isinstance(work.num_prompts, int):
+        return work.num_prompts
+    if measured.completed:
+        return measured.completed
+    if work.mode == "offline-throughput":
+        return OFFLINE_THROUGHPUT_PROMPTS
+    if isinstance(work.max_concurrency, int):
+        return 10 * work.max_concurrency  # not stated: enough rounds for a steady state
+    raise NotSimulableError("num_prompts unknown and nothing measured says how many were sent")
+
+
+def _length(
+    value: object, measured_mean: float | None, sharegpt: float, name: str, *, cap: bool
+) -> LengthDist:
+    if value == "sharegpt":
+        return LengthDist("lognormal", measured_mean or sharegpt, 1.0)
+    if isinstance(value, int):
+        if cap and measured_mean is not None and measured_mean < value:
+            return LengthDist("fixed", measured_mean)  # stopped at EOS before the cap, on average
+        return LengthDist("fixed", value)
+    raise NotSimulableError(f"{name} unknown")
+
+
+def engine_config(point: Point) -> EngineConfig:
+    """The source's `vllm serve` flags as the twin reads them (`_DROPPED_FLAGS` left out)."""
+    setup = point.setup
+    tp = setup.tensor_parallel_size if isinstance(setup.tensor_parallel_size, int) else None
+    if tp is None:
+        raise NotSimulableError("tensor_parallel_size unknown")
+    words = shlex.split(setup.server_args or "")
+    kept: list[str] = []
+    skip = 0
+    for word in words:
+        if skip:
+            skip -= 1
+        elif word in _DROPPED_FLAGS:
+            skip = _DROPPED_FLAGS[word]
+        else:
+            kept.append(word)
+    try:
+        cfg = parse_vllm_argv([setup.model, *kept], {}).engine
+    except ArgvError as exc:
+        raise NotSimulableError(f"server_args: {exc}") from None
+    return dataclasses.replace(cfg, tensor_parallel_size=tp)
+
+
+def _stat(stats: Stats | None) -> tuple[str, float] | None:
+    if stats is None:
+        return None
+    if stats.median is not None:
+        return "median", stats.median
+    if stats.mean is not None:
+        return "mean", stats.mean
+    return None
+
+
+def compare(point: Point, f: BenchServeFigures) -> tuple[Comparison, ...]:
+    """Every measured quantity the simulation also produces, measured beside simulated."""
+    m = point.measured
+    offline_latency = point.workload.mode == "offline-latency"
+    out: list[Comparison] = []
+    for name, simulated in (
+        ("ttft_ms", f.ttft_ms),
+        ("tpot_ms", f.tpot_ms),
+        ("itl_ms", f.itl_ms),
+        ("e2el_ms", f.e2el_ms),
+    ):
+        picked = _stat(getattr(m, name))
+        if picked is not None:
+            stat, value = picked
+            out.append(Comparison(f"{name}.{stat}", GROUPS[name], value, getattr(simulated, stat)))
+    picked = _stat(m.latency_ms)
+    if picked is not None:
+        out.append(Comparison(f"latency_ms.{picked[0]}", "latency", picked[1], f.duration_s * 1000))
+    # "unspecified" token throughput: output tokens/s for an offline batch (a decode speed),
+    # total tokens/s for a server run (what benchmark_serving printed as token throughput)
+    unspecified = f.output_throughput if offline_latency else f.total_token_throughput
+    pairs: tuple[tuple[str, float | None, float], ...] = (
+        ("request_throughput_rps", m.request_throughput_rps, f.request_throughput),
+        ("output_throughput_tps", m.output_throughput_tps, f.output_throughput),
+        ("total_throughput_tps", m.total_throughput_tps, f.total_token_throughput),
+        ("token_throughput_unspecified_tps", m.token_throughput_unspecified_tps, unspecified),
+    )
+    for name, measured, sim in pairs:
+        if measured is not None:
+            out.append(Comparison(name, GROUPS[name], measured, sim))
+    return tuple(c for c in out if not math.isnan(c.simulated))
