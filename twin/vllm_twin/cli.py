@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "twin": "Serve a vLLM 0.33 twin over HTTP, with the same argv as `vllm serve`.",
     "simulate": "Replay a workload through simulated vLLM replicas in virtual time.",
     "loadgen": "Send open-loop load to loopback endpoints and report latency and 503s.",
+    "calibrate": "Fit the profiles' coefficients to the measured fit set (calibrated.yaml).",
     "harness": "Run vLLM twins for the Running pods of a local kwok cluster.",
 }
 

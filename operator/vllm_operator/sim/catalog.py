@@ -9,6 +9,10 @@ The override file is YAML with any of three top-level keys:
     coefficients:  # StepCoefficients fields (docs/twin-calibration.md §2.3)
       api_overhead: 0.010
 
+The shipped profiles are the hand-written `gpus.yaml` and `models.yaml` with `calibrated.yaml`
+merged on top: the output of `vllm-twin calibrate` (the same `gpus`/`coefficients` keys, plus
+the fingerprint of what it was fitted from). A user override goes on top of both.
+
 This is the I/O half of the profiles; `engine.profiles` validates the data.
 """
 
@@ -30,6 +34,8 @@ from vllm_operator.sim.engine.profiles import (
     gpu_from_mapping,
     model_from_mapping,
 )
+
+CALIBRATED = "calibrated.yaml"
 
 
 @dataclass(frozen=True)
@@ -89,11 +95,16 @@ def _coefficients(raw: Mapping[str, Any], source: str) -> StepCoefficients:
     return replace(StepCoefficients(), **{k: float(v) for k, v in raw.items()})
 
 
-def load_catalog(override: str | Path | None = None) -> Catalog:
-    """The shipped profiles, with `override` (a YAML file path) merged on top."""
+def load_catalog(override: str | Path | None = None, *, calibrated: bool = True) -> Catalog:
+    """The shipped profiles, with `override` (a YAML file path) merged on top.
+
+    `calibrated=False` leaves calibrated.yaml out: the hand-written values a fit starts from.
+    """
     gpus = _read_packaged("gpus.yaml")
     models = _read_packaged("models.yaml")
-    coeffs: dict[str, Any] = {}
+    calibrated_data = _read_packaged(CALIBRATED) if calibrated else {}
+    gpus = _merge(gpus, _section(calibrated_data, "gpus", CALIBRATED))
+    coeffs: dict[str, Any] = _section(calibrated_data, "coefficients", CALIBRATED)
     if override is not None:
         path = Path(override)
         try:
@@ -109,7 +120,7 @@ def load_catalog(override: str | Path | None = None) -> Catalog:
             raise ProfileError(f"{path}: unknown top-level key(s) {', '.join(map(str, unknown))}")
         gpus = _merge(gpus, _section(data, "gpus", str(path)))
         models = _merge(models, _section(data, "models", str(path)))
-        coeffs = _section(data, "coefficients", str(path))
+        coeffs = {**coeffs, **_section(data, "coefficients", str(path))}
     return Catalog(
         gpus={name: gpu_from_mapping(name, raw) for name, raw in gpus.items()},
         models={name: model_from_mapping(name, raw) for name, raw in models.items()},

@@ -60,7 +60,8 @@ def test_h100_prefill_throughput_in_calibrated_range() -> None:
     timer = _timer("H100-80GB", "Llama-3.1-8B", 131072)
     chunk = 8192
     seconds = timer.duration(1, chunk, 0, chunk, chunk * (chunk + 1), 0)
-    assert 25e3 <= chunk / seconds <= 45e3  # §2.4: ~30k (25-45k) tokens/s
+    # §2.4: ~21k tokens/s with the calibrated mfu_prefill (§2.5); 30k with BLIS's 0.45
+    assert 18e3 <= chunk / seconds <= 45e3
 
 
 def test_step_time_grows_with_batch_and_context() -> None:

@@ -6,8 +6,10 @@ Pure: no I/O and no clock; every call takes the current virtual time. The caller
 
 Timing of a request (docs/twin-calibration.md §2.3, docs/vllm-0.33-scheduler.md §6.3, §8):
 - `submit(now)`: API arrival; the admission check runs here (§5), counting the request from now;
-- the engine core sees it `api_overhead` (alpha0) later and queues it; it is first scheduled at
-  the next schedule() after that, i.e. at a step end (§4 async lag);
+- the API server handles requests one after another, `api_request_cost` of its CPU each: a
+  request starts there when the previous one is done (a burst queues in front of the engine);
+- the engine core sees it `api_overhead` (alpha0) after that start and queues it; it is first
+  scheduled at the next schedule() after that, i.e. at a step end (§4 async lag);
 - outputs carry the step's end time (engine clock); the client sees each `output_delay`
   (alpha2) later, the final one `finish_overhead` (alpha1) later still.
 
@@ -99,6 +101,7 @@ class Engine:
         self._active: dict[str, list[Req]] = {}
         self._keys = 0
         self._prefix_keys: dict[str, int] = {}
+        self._api_free = 0.0  # when the API server is done with the requests it has taken
 
     @property
     def resolved(self) -> ResolvedConfig:
@@ -230,7 +233,9 @@ class Engine:
         if req.n > 1:  # siblings share the whole prompt
             segments.append((req.prompt_tokens // bs, self._new_key()))
         max_tokens = min(req.max_tokens, self._res.max_model_len - req.prompt_tokens)
-        queued = now + self.coeffs.api_overhead
+        start = max(now, self._api_free)
+        self._api_free = start + self.coeffs.api_request_cost
+        queued = start + self.coeffs.api_overhead
         return [
             Req(
                 req.request_id,

@@ -27,6 +27,10 @@ class GpuProfile:
     mfu_decode: float  # achieved fraction of peak in decode
     interconnect_gbps: float  # per-GPU all-reduce bandwidth (NVLink / xGMI / PCIe), GB/s
     allreduce_latency_us: float  # fixed cost of one all-reduce (estimate, see gpus.yaml)
+    # achieved shares of bandwidth on this GPU when streaming weights and when reading KV in
+    # attention (fitted by `vllm-twin calibrate`); None: StepCoefficients.eta_w / eta_kv
+    eta_w: float | None = None
+    eta_kv: float | None = None
 
     @property
     def memory_bytes(self) -> int:
@@ -68,6 +72,7 @@ class StepCoefficients:
     eta_kv: float = 1 / 1.947  # KV-read bandwidth fraction
     tp_comm: float = 0.752  # all-reduce correction (BLIS beta4)
     api_overhead: float = 15.6e-3  # alpha0: HTTP parse/validate/enqueue, delays engine arrival
+    api_request_cost: float = 0.0  # API server CPU per request, serial: a burst queues on it
     finish_overhead: float = 0.78e-3  # alpha1: post-decode finish processing, added to E2E
     output_delay: float = 45.9e-6  # alpha2: per streamed output (detokenise, send)
     nontorch_gib_tp1: float = 0.27  # non-torch memory at TP=1 (llm-d-planner)
@@ -116,6 +121,14 @@ def gpu_from_mapping(name: str, raw: Mapping[str, Any]) -> GpuProfile:
     _positive("gpu", name, gpu, ("interconnect_gbps", "allreduce_latency_us"))
     if gpu.mfu_prefill > 1 or gpu.mfu_decode > 1:
         raise ProfileError(f"gpu {name!r}: mfu values are fractions of peak (<= 1)")
+    for field_name in ("eta_w", "eta_kv"):
+        eta = getattr(gpu, field_name)
+        if eta is not None and (
+            isinstance(eta, bool) or not isinstance(eta, int | float) or not 0 < eta <= 1
+        ):
+            raise ProfileError(
+                f"gpu {name!r}: {field_name} is a fraction of bandwidth (0 < {field_name} <= 1)"
+            )
     return gpu
 
 

@@ -5,6 +5,7 @@ T_step = t0 + L*c_layer + B*c_req + max(T_compute, T_memory) + T_tp
 T_compute = (2*P*n_prefill + attention FLOPs of prefill) / (F*mfu_prefill*TP)
           + (2*P*n_decode  + attention FLOPs of decode)  / (F*mfu_decode*TP)
 T_memory  = W/(eta_w*BW*TP) + C*kv/(eta_kv*BW) + n*kv/BW        (kv = KV bytes/token per GPU)
+            (eta_w, eta_kv: the GPU profile's own when it has them, else the coefficients)
 T_tp      = tp_comm * 2*L * (latency + 2(TP-1)/TP * n*hidden*dtype / link)   when TP > 1
 
 B = scheduled requests, n = scheduled tokens, C = KV tokens the step attends over (each
@@ -41,8 +42,10 @@ class StepTimeModel:
         attn = 2 * model.layers * model.heads * model.head_dim  # x n(2c+n+1) = attention FLOPs
         self._attn_p = attn / (flops * gpu.mfu_prefill)
         self._attn_d = attn / (flops * gpu.mfu_decode)
-        self._weights = model.weight_bytes / (coeffs.eta_w * bw * tp)
-        self._kv_read = kv_bytes_per_token / (coeffs.eta_kv * bw)
+        eta_w = gpu.eta_w if gpu.eta_w is not None else coeffs.eta_w
+        self._weights = model.weight_bytes / (eta_w * bw * tp)
+        eta_kv = gpu.eta_kv if gpu.eta_kv is not None else coeffs.eta_kv
+        self._kv_read = kv_bytes_per_token / (eta_kv * bw)
         self._kv_write = kv_bytes_per_token / bw
         self._tp_fixed = 0.0
         self._tp_per_token = 0.0

@@ -1,0 +1,106 @@
+"""`vllm-twin calibrate`: the search, the prior, the fit on a tiny set and the --check mode."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vllm_operator.sim.catalog import load_catalog
+from vllm_twin.calibration.fit import PRIOR_WEIGHT, fit, golden, loss, prior_cost
+from vllm_twin.calibration.measurements import default_path, parse_measurements
+from vllm_twin.calibration.replay import replay_point
+from vllm_twin.cli import main
+from vllm_twin.commands.calibrate import fingerprint, shipped_path
+
+
+def test_golden_section_finds_the_minimum_on_linear_and_log_scales() -> None:
+    assert golden(lambda x: (x - 0.3) ** 2, 0.0, 1.0, False, 30) == pytest.approx(0.3, abs=1e-4)
+    found = golden(lambda x: math.log(x / 0.02) ** 2, 0.001, 1.0, True, 30)
+    assert found == pytest.approx(0.02, rel=1e-3)
+
+
+def test_the_prior_costs_distance_from_the_hand_value() -> None:
+    assert prior_cost(0.45, 0.45, 0.1, 0.9, True) == 0.0
+    assert prior_cost(0.9, 0.45, 0.1, 0.9, True) == pytest.approx(PRIOR_WEIGHT * math.log(2))
+    assert prior_cost(0.02, 0.0, 0.0, 0.04, False) == pytest.approx(PRIOR_WEIGHT / 2)
+
+
+def _one_point(measured: dict[str, Any], split: str = "fit") -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "sources": [
+            {
+                "id": "s",
+                "split": split,
+                "title": "t",
+                "url": "https://example.org/run",
+                "kind": "blog",
+                "tool": "vllm bench serve",
+                "setup": {
+                    "vllm_version": "0.11.0",
+                    "gpu": "NVIDIA L4",
+                    "gpu_type": "L4",
+                    "gpu_profile": "L4",
+                    "gpu_count": 1,
+                    "tensor_parallel_size": 1,
+                    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "model_profile": "Qwen2.5-0.5B",
+                    "dtype": "bf16",
+                    "quantization": "none",
+                    "prefix_caching": "off",
+                },
+                "workload": {
+                    "mode": "serve",
+                    "dataset": "random",
+                    "input_len": 64,
+                    "output_len": 16,
+                    "num_prompts": 4,
+                    "request_rate": "inf",
+                    "max_concurrency": 1,
+                    "ignore_eos": True,
+                },
+                "points": [{"id": "c1", "measured": measured}],
+            }
+        ],
+    }
+
+
+def test_a_fit_moves_towards_a_point_the_twin_misses_and_ignores_held_out_points() -> None:
+    catalog = load_catalog(calibrated=False)
+    probe = parse_measurements(_one_point({"itl_ms": {"median": 1.0}})).points[0]
+    itl = replay_point(probe, catalog).figures.itl_ms.median
+    # decode 30% slower than the twin's: a fit must lower the L4's effective bandwidth
+    slower = _one_point({"itl_ms": {"median": itl * 1.3}})
+    fitted = fit(parse_measurements(slower), catalog, rounds=1, evals=6)
+    assert fitted.points == 1 and fitted.loss_after < fitted.loss_before
+    assert fitted.gpus["L4"]["eta_w"] < 1 / 1.3625
+    held_out = fit(parse_measurements(_one_point({"itl_ms": {"median": 9.0}}, "heldout")), catalog)
+    assert held_out.points == 0 and held_out.gpus == {}
+
+
+def test_loss_is_zero_when_the_twin_matches_exactly() -> None:
+    catalog = load_catalog()
+    probe = parse_measurements(_one_point({"itl_ms": {"median": 1.0}})).points[0]
+    itl = replay_point(probe, catalog).figures.itl_ms.median
+    exact = parse_measurements(_one_point({"itl_ms": {"median": itl}})).points
+    assert loss(exact, catalog) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_check_passes_on_the_shipped_file_and_fails_on_a_stale_one(tmp_path: Path) -> None:
+    assert main(["calibrate", "--check"]) == 0
+    stale = tmp_path / "calibrated.yaml"
+    data = yaml.safe_load(shipped_path().read_text("utf-8"))
+    stale.write_text(yaml.safe_dump({**data, "fingerprint": "0" * 64}), "utf-8")
+    assert main(["calibrate", "--check", "--out", str(stale)]) == 1
+
+
+def test_the_fingerprint_follows_the_measurement_file(tmp_path: Path) -> None:
+    copy = tmp_path / "m.yaml"
+    copy.write_text(default_path().read_text("utf-8"), "utf-8")
+    assert fingerprint(copy) == fingerprint(default_path())
+    copy.write_text(copy.read_text("utf-8") + "\n# another line\n", "utf-8")
+    assert fingerprint(copy) != fingerprint(default_path())

@@ -1,0 +1,183 @@
+"""Fit the twin's coefficients to the measurement set's fit points (never the held-out ones).
+
+What is fitted, and from which data:
+- per GPU, from that GPU's fit points: `mfu_prefill`, `mfu_decode`, `eta_w` and `eta_kv` (the
+  shares of bandwidth achieved when streaming weights and when reading the KV cache);
+- shared by all GPUs, from every fit point: `api_overhead` (the API server's latency per
+  request, what low-load TTFT adds to the prefill) and `api_request_cost` (its serial CPU time
+  per request, what makes throughput plateau when a burst arrives).
+
+The loss of a set of points is the mean over (point, group) of the mean |log(sim / measured)|
+of the group's quantities (TTFT, TPOT/ITL, throughput, latency): each point's groups weigh the
+same however many throughput figures its source printed, and a factor of 2 too high costs as much
+as a factor of 2 too low. A prior (PRIOR_WEIGHT) holds each parameter near its hand-written value
+unless the data pay for moving it. Coordinate descent: each parameter in turn is set by a
+golden-section search on its range, the others held; `rounds` passes. Deterministic: the same
+inputs give the same profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_operator.sim.catalog import Catalog
+from vllm_operator.sim.engine import GpuProfile, StepCoefficients
+from vllm_twin.calibration.measurements import MeasurementSet, Point
+from vllm_twin.calibration.replay import NotSimulableError, replay_point
+
+# parameter -> (low, high, log scale)
+GPU_PARAMS = {
+    "mfu_prefill": (0.15, 0.9, True),
+    "mfu_decode": (0.05, 0.9, True),
+    "eta_w": (0.3, 1.0, True),
+    "eta_kv": (0.2, 1.0, True),
+}
+# the prior: each parameter's distance from its hand-written value costs PRIOR_WEIGHT per unit
+# of |log ratio| (per full range for the linear ones), so a parameter the data do not pin down
+# stays where the datasheet and BLIS put it instead of wandering to a bound
+PRIOR_WEIGHT = 0.05
+SHARED_PARAMS = {
+    "api_overhead": (0.002, 0.08, True),
+    "api_request_cost": (0.0, 0.04, False),
+}
+_GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+@dataclass(frozen=True)
+class Fitted:
+    gpus: dict[str, dict[str, float]]  # GPU profile -> fitted fields
+    coefficients: dict[str, float]
+    loss_before: float
+    loss_after: float
+    points: int
+
+
+def loss(points: Sequence[Point], catalog: Catalog) -> float:
+    terms: list[float] = []
+    for point in points:
+        try:
+            replayed = replay_point(point, catalog)
+        except NotSimulableError:
+            continue
+        groups: dict[str, list[float]] = {}
+        for c in replayed.comparisons:
+            if c.simulated > 0:
+                groups.setdefault(c.group, []).append(abs(math.log(c.simulated / c.measured)))
+        terms += [statistics.fmean(v) for v in groups.values()]
+    return statistics.fmean(terms) if terms else 0.0
+
+
+def simulable(measurements: MeasurementSet, catalog: Catalog) -> list[Point]:
+    """The fit points the twin can replay (held-out points are never returned)."""
+    return [
+        point
+        for point in measurements.split("fit")
+        if point.setup.gpu_profile in catalog.gpus and point.setup.model_profile in catalog.models
+    ]
+
+
+def golden(f: Callable[[float], float], low: float, high: float, log: bool, evals: int) -> float:
+    """The argmin of a unimodal `f` on [low, high] after `evals` evaluations."""
+    to = (lambda u: math.exp(u)) if log else (lambda u: u)
+    a, b = (math.log(low), math.log(high)) if log else (low, high)
+    c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    fc, fd = f(to(c)), f(to(d))
+    for _ in range(max(evals - 2, 0)):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - _GOLDEN * (b - a)
+            fc = f(to(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + _GOLDEN * (b - a)
+            fd = f(to(d))
+    return to(c if fc <= fd else d)
+
+
+def _with_gpu(catalog: Catalog, name: str, **fields: Any) -> Catalog:
+    gpus = dict(catalog.gpus)
+    gpus[name] = dataclasses.replace(gpus[name], **fields)
+    return dataclasses.replace(catalog, gpus=gpus)
+
+
+def _with_coeffs(catalog: Catalog, **fields: Any) -> Catalog:
+    return dataclasses.replace(
+        catalog, coefficients=dataclasses.replace(catalog.coefficients, **fields)
+    )
+
+
+def _gpu_value(gpu: GpuProfile, coeffs: StepCoefficients, name: str) -> float:
+    value = getattr(gpu, name)
+    return float(value if value is not None else getattr(coeffs, name))
+
+
+def prior_cost(value: float, prior: float, low: float, high: float, log: bool) -> float:
+    if log:
+        return PRIOR_WEIGHT * abs(math.log(value / prior))
+    return PRIOR_WEIGHT * abs(value - prior) / (high - low)
+
+
+def _shared_loss(
+    points: Sequence[Point], catalog: Catalog, base: Catalog, name: str
+) -> Callable[[float], float]:
+    low, high, log = SHARED_PARAMS[name]
+    prior = float(getattr(base.coefficients, name))
+    return lambda value: (
+        loss(points, _with_coeffs(catalog, **{name: value}))
+        + prior_cost(value, prior, low, high, log)
+    )
+
+
+def _gpu_loss(
+    points: Sequence[Point], catalog: Catalog, base: Catalog, gpu: str, name: str
+) -> Callable[[float], float]:
+    low, high, log = GPU_PARAMS[name]
+    prior = _gpu_value(base.gpus[gpu], base.coefficients, name)
+    return lambda value: (
+        loss(points, _with_gpu(catalog, gpu, **{name: value}))
+        + prior_cost(value, prior, low, high, log)
+    )
+
+
+def fit(
+    measurements: MeasurementSet,
+    catalog: Catalog,
+    *,
+    rounds: int = 2,
+    evals: int = 10,
+    progress: Callable[[str], None] | None = None,
+) -> Fitted:
+    points = simulable(measurements, catalog)
+    by_gpu: dict[str, list[Point]] = {}
+    for point in points:
+        by_gpu.setdefault(str(point.setup.gpu_profile), []).append(point)
+    before = loss(points, catalog)
+    base = catalog
+    for _ in range(rounds):
+        for name, (low, high, log) in SHARED_PARAMS.items():
+            best = golden(_shared_loss(points, catalog, base, name), low, high, log, evals)
+            catalog = _with_coeffs(catalog, **{name: best})
+            if progress:
+                progress(f"{name} = {best:.4g}")
+        for gpu, mine in sorted(by_gpu.items()):
+            for name, (low, high, log) in GPU_PARAMS.items():
+                best = golden(_gpu_loss(mine, catalog, base, gpu, name), low, high, log, evals)
+                catalog = _with_gpu(catalog, gpu, **{name: best})
+                if progress:
+                    progress(f"{gpu} {name} = {best:.4g}")
+    gpus = {
+        gpu: {
+            name: round(_gpu_value(catalog.gpus[gpu], catalog.coefficients, name), 4)
+            for name in GPU_PARAMS
+        }
+        for gpu in sorted(by_gpu)
+    }
+    coefficients = {
+        name: round(float(getattr(catalog.coefficients, name)), 6) for name in SHARED_PARAMS
+    }
+    return Fitted(gpus, coefficients, before, loss(points, catalog), len(points))
