@@ -13,46 +13,11 @@ from vllm_operator.sim.catalog import load_catalog
 from vllm_twin.calibration.measurements import parse_measurements
 from vllm_twin.calibration.replay import replay_point
 
+from ..twin.measurement_source import one_point
 
-def _set(measured: dict[str, Any], *, split: str = "fit", **workload: Any) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "sources": [
-            {
-                "id": "s",
-                "split": split,
-                "title": "t",
-                "url": "https://example.org/run",
-                "kind": "blog",
-                "tool": "vllm bench serve",
-                "setup": {
-                    "vllm_version": "0.11.0",
-                    "gpu": "NVIDIA H100 SXM",
-                    "gpu_type": "H100",
-                    "gpu_profile": "H100-80GB",
-                    "gpu_count": 1,
-                    "tensor_parallel_size": 1,
-                    "model": "meta-llama/Llama-3.1-8B-Instruct",
-                    "model_profile": "Llama-3.1-8B",
-                    "dtype": "bf16",
-                    "quantization": "none",
-                    "prefix_caching": "off",
-                },
-                "workload": {
-                    "mode": "serve",
-                    "dataset": "random",
-                    "input_len": 256,
-                    "output_len": 16,
-                    "num_prompts": 8,
-                    "request_rate": "inf",
-                    "max_concurrency": 2,
-                    "ignore_eos": True,
-                    **workload,
-                },
-                "points": [{"id": "c2", "measured": measured}],
-            }
-        ],
-    }
+
+def _set(measured: dict[str, Any]) -> dict[str, Any]:
+    return one_point(measured)
 
 
 def test_a_point_off_by_a_known_factor_reports_that_error() -> None:
@@ -80,7 +45,7 @@ def test_a_point_without_a_profile_is_listed_not_simulated() -> None:
     data = _set({"ttft_ms": {"median": 10.0}})
     data["sources"][0]["setup"]["gpu_profile"] = None
     outcome = evaluate(parse_measurements(data), load_catalog())
-    assert outcome.rows == () and outcome.skipped[0][0] == "s/c2"
+    assert outcome.rows == () and outcome.skipped[0][0] == "s/c"
 
 
 def test_the_command_writes_json_markdown_and_the_plot(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from vllm_twin.calibration.replay import replay_point
 from vllm_twin.cli import main
 from vllm_twin.commands.calibrate import fingerprint, shipped_path
 
+from .measurement_source import one_point
+
 
 def test_golden_section_finds_the_minimum_on_linear_and_log_scales() -> None:
     assert golden(lambda x: (x - 0.3) ** 2, 0.0, 1.0, False, 30) == pytest.approx(0.3, abs=1e-4)
@@ -29,44 +31,18 @@ def test_the_prior_costs_distance_from_the_hand_value() -> None:
     assert prior_cost(0.02, 0.0, 0.0, 0.04, False) == pytest.approx(PRIOR_WEIGHT / 2)
 
 
+L4_SETUP = {
+    "gpu": "NVIDIA L4",
+    "gpu_type": "L4",
+    "gpu_profile": "L4",
+    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "model_profile": "Qwen2.5-0.5B",
+}
+
+
 def _one_point(measured: dict[str, Any], split: str = "fit") -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "sources": [
-            {
-                "id": "s",
-                "split": split,
-                "title": "t",
-                "url": "https://example.org/run",
-                "kind": "blog",
-                "tool": "vllm bench serve",
-                "setup": {
-                    "vllm_version": "0.11.0",
-                    "gpu": "NVIDIA L4",
-                    "gpu_type": "L4",
-                    "gpu_profile": "L4",
-                    "gpu_count": 1,
-                    "tensor_parallel_size": 1,
-                    "model": "Qwen/Qwen2.5-0.5B-Instruct",
-                    "model_profile": "Qwen2.5-0.5B",
-                    "dtype": "bf16",
-                    "quantization": "none",
-                    "prefix_caching": "off",
-                },
-                "workload": {
-                    "mode": "serve",
-                    "dataset": "random",
-                    "input_len": 64,
-                    "output_len": 16,
-                    "num_prompts": 4,
-                    "request_rate": "inf",
-                    "max_concurrency": 1,
-                    "ignore_eos": True,
-                },
-                "points": [{"id": "c1", "measured": measured}],
-            }
-        ],
-    }
+    workload = {"input_len": 64, "num_prompts": 4, "max_concurrency": 1}
+    return one_point(measured, split=split, setup=L4_SETUP, workload=workload)
 
 
 def test_a_fit_moves_towards_a_point_the_twin_misses_and_ignores_held_out_points() -> None:
