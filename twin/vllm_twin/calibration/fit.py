@@ -5,7 +5,8 @@ What is fitted, and from which data:
   shares of bandwidth achieved when streaming weights and when reading the KV cache);
 - shared by all GPUs, from every fit point: `api_overhead` (the API server's latency per
   request, what low-load TTFT adds to the prefill) and `api_request_cost` (its serial CPU time
-  per request, what makes throughput plateau when a burst arrives).
+  per request, what makes throughput plateau when a burst arrives), and `overlap` (how smooth the
+  roofline's turn from memory- to compute-bound steps is: what slows large batches).
 
 The loss of a set of points is the mean over (point, group) of the mean |log(sim / measured)|
 of the group's quantities (TTFT, TPOT/ITL, throughput, latency): each point's groups weigh the
@@ -44,6 +45,7 @@ PRIOR_WEIGHT = 0.05
 SHARED_PARAMS = {
     "api_overhead": (0.002, 0.08, True),
     "api_request_cost": (0.0, 0.04, False),
+    "overlap": (0.0, 0.8, False),
 }
 _GOLDEN = (math.sqrt(5) - 1) / 2
 

@@ -71,6 +71,7 @@ class StepCoefficients:
     eta_w: float = 1 / 1.3625  # weight-streaming bandwidth fraction
     eta_kv: float = 1 / 1.947  # KV-read bandwidth fraction
     tp_comm: float = 0.752  # all-reduce correction (BLIS beta4)
+    overlap: float = 0.0  # 0: hard max(compute, memory); > 0: a smooth roofline (steptime.py)
     api_overhead: float = 15.6e-3  # alpha0: HTTP parse/validate/enqueue, delays engine arrival
     api_request_cost: float = 0.0  # API server CPU per request, serial: a burst queues on it
     finish_overhead: float = 0.78e-3  # alpha1: post-decode finish processing, added to E2E

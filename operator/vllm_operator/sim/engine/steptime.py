@@ -1,6 +1,10 @@
 """Step time: the roofline with BLIS's fitted corrections (docs/twin-calibration.md §2.3).
 
-T_step = t0 + L*c_layer + B*c_req + max(T_compute, T_memory) + T_tp
+T_step = t0 + L*c_layer + B*c_req + roof(T_compute, T_memory) + T_tp
+
+roof(c, m) = (c^(1/q) + m^(1/q))^q with q = `overlap` in [0, 1): q = 0 is the hard roofline
+max(c, m); q > 0 lets a step near the crossover, where neither compute nor memory hides the
+other, take longer than either alone (q = 1/2: hypot(c, m), 1.41 x at c = m).
 
 T_compute = (2*P*n_prefill + attention FLOPs of prefill) / (F*mfu_prefill*TP)
           + (2*P*n_decode  + attention FLOPs of decode)  / (F*mfu_decode*TP)
@@ -17,6 +21,7 @@ n*(2c + n + 1) so that the sums stay exact.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -47,6 +52,7 @@ class StepTimeModel:
         eta_kv = gpu.eta_kv if gpu.eta_kv is not None else coeffs.eta_kv
         self._kv_read = kv_bytes_per_token / (eta_kv * bw)
         self._kv_write = kv_bytes_per_token / bw
+        self._roof = _roof(coeffs.overlap)
         self._tp_fixed = 0.0
         self._tp_per_token = 0.0
         if tp > 1:
@@ -77,7 +83,7 @@ class StepTimeModel:
         )
         memory = self._weights + self._kv_read * ctx_tokens + self._kv_write * tokens
         comm = self._tp_fixed + self._tp_per_token * tokens if self._tp_fixed else 0.0
-        return self._fixed + self._per_req * num_reqs + max(compute, memory) + comm
+        return self._fixed + self._per_req * num_reqs + self._roof(compute, memory) + comm
 
     def decode_duration(self, num_reqs: int, ctx_tokens: int) -> float:
         """A step of `num_reqs` one-token decodes attending over `ctx_tokens` in total.
@@ -97,14 +103,27 @@ class StepTimeModel:
         memory0 = self._kv_write * num_reqs
         fixed = self._fixed + self._per_req * num_reqs
         comm = self._tp_fixed + self._tp_per_token * num_reqs if self._tp_fixed else 0.0
-        attn, weights, kv_read = self._attn_d, self._weights, self._kv_read
+        attn, weights, kv_read, roof = self._attn_d, self._weights, self._kv_read, self._roof
 
         def step(ctx_tokens: int) -> float:
             compute = compute0 + attn * (2 * ctx_tokens)
             memory = weights + kv_read * ctx_tokens + memory0
-            return fixed + max(compute, memory) + comm
+            return fixed + roof(compute, memory) + comm
 
         return step
+
+
+def _roof(overlap: float) -> Callable[[float, float], float]:
+    if overlap <= 0:
+        return max
+    if overlap == 0.5:
+        return math.hypot
+    p = 1 / overlap
+
+    def soft(compute: float, memory: float) -> float:
+        return math.pow(math.pow(compute, p) + math.pow(memory, p), overlap)
+
+    return soft
 
 
 class ConstantStepTime:
