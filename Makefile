@@ -27,13 +27,14 @@ toolchain: ## Build or reuse kube-apiserver, kcm, scheduler, kubectl, etcd, kwok
 	e2e/toolchain.sh
 
 .PHONY: lint
-lint: install ## ruff, ruff format --check, mypy --strict, import-linter, generated files up to date
+lint: install ## ruff, ruff format --check, mypy --strict, import-linter, generated files (CRDs, docs, calibrated profile) up to date
 	ruff check operator twin tests e2e bench conftest.py
 	ruff format --check operator twin tests e2e bench conftest.py
 	mypy
 	lint-imports
 	python -m vllm_operator.tools.gen_crds --check
 	python -m vllm_operator.tools.gen_docs --check
+	python -m vllm_twin.cli calibrate --check
 
 .PHONY: crds
 crds: install ## Regenerate crds/ (and the chart's copy) from the pydantic models
