@@ -18,9 +18,14 @@ $(VENV)/.installed: pyproject.toml twin/pyproject.toml
 .PHONY: install
 install: $(VENV)/.installed install-system ## Python venv with the project and dev tools; system packages
 
+# prometheus for the local cluster; buildah and mmdebstrap build the image where no docker daemon
+# or podman runs and no registry serves the base (e2e/image.sh).
+SYSTEM_PACKAGES := prometheus buildah mmdebstrap
+
 .PHONY: install-system
-install-system: ## Debian packages the local cluster needs (prometheus), only when missing
-	@command -v prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus; }
+install-system: ## Debian packages the cluster and the image build need (prometheus, buildah, mmdebstrap), when missing
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; fi
 
 .PHONY: toolchain
 toolchain: ## Build or reuse kube-apiserver, kcm, scheduler, kubectl, etcd, kwok, helm (cached in ~/.cache)
@@ -49,8 +54,8 @@ chart-lint: install ## helm lint and goldens, rule checks (promtool), Dockerfile
 	pytest tests/chart/test_chart_render.py tests/chart/test_prometheus_rules.py tests/chart/test_image.py tests/chart/test_docs.py
 
 .PHONY: image
-image: ## Build the operator image (needs a container engine; none on the dev machines)
-	docker build -t vllm-operator:$$(python -c 'import yaml;print(yaml.safe_load(open("charts/vllm-operator/Chart.yaml"))["appVersion"])') .
+image: ## Build or reuse the operator image (docker, podman or buildah; cached by input hash)
+	e2e/image.sh build
 
 .PHONY: bench-control
 bench-control: install ## Control policies side by side in the twin: bench/results/control_loop.*

@@ -9,6 +9,10 @@ export PATH="$ROOT/.venv/bin:$PATH"
 echo "== static checks"
 make --no-print-directory lint
 
+echo "== image"
+# built or reused (cache keyed by its inputs); the chart tier runs the operator from it
+make --no-print-directory image
+
 echo "== local control plane"
 e2e/toolchain.sh >/dev/null
 # The cluster goes down whatever happened; if anything is left running, that fails the run too.

@@ -13,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Mapping, Sequence
 
+from vllm_operator import __version__
+
 # name -> one-line help. The module vllm_operator.commands.<name> holds the rest.
 COMMANDS: dict[str, str] = {
     "run": "Run the operator (kopf) against the current kubeconfig or in-cluster.",
@@ -32,8 +34,11 @@ def build_parser(
     commands: Mapping[str, str] = COMMANDS,
     package: str = "vllm_operator.commands",
     description: str = "Kubernetes operator for vLLM 0.33 inference servers.",
+    version: str = __version__,
 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
+    # answers before a command is required: the image's smoke check runs `vllm-operator --version`
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in commands.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

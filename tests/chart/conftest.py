@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.chart.image import build_image
 from tests.chart.support import Helm, toolchain_bin
 
 
@@ -14,3 +15,9 @@ def helm_bin() -> Helm:
     if not binary.exists():
         pytest.fail(f"{binary} missing: run `make toolchain`", pytrace=False)
     return Helm(binary)
+
+
+@pytest.fixture(scope="session")
+def operator_image() -> str:
+    """The operator image of this tree, built or reused (cache keyed by its inputs)."""
+    return build_image()

@@ -126,17 +126,20 @@ def write_token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Pa
     return path
 
 
-def local_command(container: dict[str, Any], liveness_port: int) -> list[str]:
-    """The container's command line, runnable here: liveness on loopback, tools from the venv.
-
-    Nothing else changes, so the process runs what the pod runs (the same module, scope
-    arguments and peering options)."""
+def loopback_command(container: dict[str, Any], liveness_port: int) -> list[str]:
+    """The container's command line with its liveness endpoint on a free loopback port (pods have
+    a network namespace each; processes here share loopback). Nothing else changes, so the
+    process runs what the pod runs (the same module, scope arguments and peering options)."""
     argv = [*container.get("command", []), *container.get("args", [])]
-    out = []
-    for arg in argv:
-        if arg.startswith("--liveness="):
-            arg = f"--liveness=http://127.0.0.1:{liveness_port}/healthz"
-        out.append(arg)
+    return [
+        f"--liveness=http://127.0.0.1:{liveness_port}/healthz" if a.startswith("--liveness=") else a
+        for a in argv
+    ]
+
+
+def local_command(container: dict[str, Any], liveness_port: int) -> list[str]:
+    """loopback_command, runnable here: the tools from the venv."""
+    out = loopback_command(container, liveness_port)
     if out and out[0] in ("vllm-operator", "kopf"):
         out[0] = venv_tool(out[0])
     return out

@@ -5,6 +5,9 @@ itself runs here, as a process started with the installed pod's own command line
 authenticated with a TokenRequest token of the chart's ServiceAccount: what that process manages
 to do, the pod could do, and what it is refused, the pod would be refused.
 
+One test runs the operator from the image itself (e2e/image.sh builds or reuses it), with the pod's
+command line, env, config path and in-cluster ServiceAccount credentials.
+
 The cluster is shared with other test sessions whose operators may reconcile the same
 VLLMServices, so the proof that the chart's RBAC is enough comes from the API server's audit log:
 the writes made as the ServiceAccount, and that none of its requests was refused.
@@ -22,6 +25,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.chart.image import ImageOperatorRun, image_engine
 from tests.chart.objects import create, versions_until
 from tests.chart.support import (
     CHART,
@@ -438,6 +442,79 @@ def test_install_run_upgrade_uninstall_cluster_scope(
         assert gone.returncode != 0 and "NotFound" in gone.stderr, (kind, gone.stdout)
     cluster.kubectl("get", "crd", "vllmservices.serving.vllmop.io", "clusterkopfpeerings.kopf.dev")
     cluster.kubectl("get", "vllmservice", obj["metadata"]["name"], "-n", app_ns)
+
+
+def test_the_image_runs_the_operator_as_the_chart_does(
+    cluster: Cluster,
+    helm: Helm,
+    current_crds: None,
+    namespace: str,
+    new_namespace: Any,
+    tmp_path: Path,
+    apps: client.AppsV1Api,
+    operator_image: str,
+) -> None:
+    """The chart's pod, run from the image: it reconciles the example to Ready as the
+    ServiceAccount, on a read-only root as UID 65532, with nothing refused."""
+    release, app_ns, gpu = release_name(), new_namespace(), unique_gpu_type()
+    fullname = f"{release}-vllm-operator"
+    audit = AuditLog(audit_log_path())
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--wait",
+        "--timeout=3m",
+        "-f",
+        str(VALUES_DIR / "namespaced.yaml"),
+        "--set",
+        f"watch.namespaces={{{app_ns}}}",
+        *gpu_catalog_sets(gpu),
+    )
+    spec = installed_container(cluster, "deployment", namespace, fullname)
+    assert spec["command"] == ["vllm-operator", "run"]
+    assert spec["args"][0] == f"--namespace={app_ns}"
+    sa = f"{release}-vllm-operator"
+    token = cluster.kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    op = ImageOperatorRun(
+        spec,
+        engine=image_engine(),
+        image=operator_image,
+        kubeconfig=cluster.kubeconfig,
+        token=token,
+        config_file=installed_config(cluster, namespace, fullname, tmp_path),
+        workdir=tmp_path,
+        pod_id=f"{fullname}-0",
+        pod_namespace=namespace,
+    )
+    op.start()
+    try:
+        wait_until(op.healthz, timeout=90, what="kopf's /healthz in the image")
+        obj = load_example("three-layer-budgets.yaml", app_ns)
+        obj["spec"]["gpu"]["type"] = gpu
+        svc = wait_ready(cluster, create(cluster, obj), op)
+        dep = apps.read_namespaced_deployment(obj["metadata"]["name"], app_ns)
+        assert svc["status"]["effective"]["args"] == dep.spec.template.spec.containers[0].args
+        expected = {
+            ("patch", "deployments", "2xx"),
+            ("patch", "services", "2xx"),
+            ("patch", "vllmservices/status", "2xx"),
+            ("create", "events", "2xx"),
+        }
+        user = sa_user(namespace, release)
+        got = wait_until(
+            lambda: expected <= writes(audit, user, app_ns) and writes(audit, user, app_ns),
+            timeout=30,
+            what="the ServiceAccount's writes in the audit log",
+        )
+        assert expected <= got
+        assert refused(audit, user) == []
+        assert permission_problems(op.log()) == []
+    finally:
+        op.stop()
+    helm("uninstall", release, "-n", namespace, "--wait", "--timeout=2m")
 
 
 def test_namespaced_scope_operator_manages_only_its_namespaces(
