@@ -20,8 +20,9 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.reconcile import reconcile
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
-from vllm_operator.observability import DECISIONS, PROMETHEUS_ERRORS
+from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
 from vllm_operator.tuning.persist import state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, tuning_enabled
@@ -88,10 +89,12 @@ def execute_plan(
     DECISIONS.labels(
         decision.action.kind, decision.reason.value, str(decision.applied).lower()
     ).inc()
+    meta = body["metadata"]
+    for field, pinned in compute_at_bound(decision.pinned).items():
+        AT_BOUND.labels(meta["namespace"], meta["name"], field).set(pinned)
     if plan.replicas_patch is not None:
         deps.kube.apply(plan.replicas_patch, field_manager=c.FM_TUNER)
     deps.kube.apply(plan.status_patch, field_manager=c.FM_TUNER, subresource="status")
-    meta = body["metadata"]
     for event in plan.events:
         deps.kube.emit_event(
             body, type=event.type, reason=event.reason, message=event.message, now=now

@@ -28,6 +28,13 @@ def label(key: str) -> str:
     return f"{_GROUPS[key]}.{key}"
 
 
+def compute_at_bound(pinned: tuple[str, ...]) -> dict[str, int]:
+    """vllm_operator_tuning_at_bound per field the tuner may move (maxSeqs it never does),
+    labelled by its path under spec.budgets: 1 where the decision was pinned at a bound, else 0
+    (so the series ends the alert as soon as the tuner is free again)."""
+    return {label(f.key): int(f.key in pinned) for f in BUDGET_FIELDS if f.key != "maxSeqs"}
+
+
 def allowed_range(
     spec: VLLMServiceSpec, key: str, settings: TuningSettings
 ) -> tuple[int, int] | None:
@@ -105,7 +112,8 @@ def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) 
         target = max(lo, min(current - 1, math.floor(current * max(factor, 1 / step))))
     if (direction == "up" and target <= current) or (direction == "down" and target >= current):
         edge, value = ("max", hi) if direction == "up" else ("min", lo)
-        return Blocked(Reason.BUDGET_AT_BOUND, f"{label(key)} {current} at its {edge} {value}")
+        phrase = f"{label(key)} {current} at its {edge} {value}"
+        return Blocked(Reason.BUDGET_AT_BOUND, phrase, pinned=(key,))
     return _applied(i, key, current, target)
 
 

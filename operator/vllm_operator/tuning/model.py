@@ -152,3 +152,5 @@ class Decision:
     figures: dict[str, float]
     state: TuningState  # what to persist after this pass (also when holding)
     applied: bool = True  # False in Recommend mode: recorded, not done
+    # budget keys the tuner wanted to move past an edge of their range (a Hold's blockers)
+    pinned: tuple[str, ...] = ()

@@ -26,13 +26,20 @@ class Blocked:
     reason: Reason  # becomes the Hold's reason when every remedy is blocked
     phrase: str  # e.g. "replicas at maxReplicas 4"
     disabled: bool = False  # the lever is switched off, which explains less than a pinned bound
+    pinned: tuple[str, ...] = ()  # budget keys stopped at an edge of their allowed range
 
 
 Remedy = Callable[[], Move | Blocked]
 
 
-def hold(reason: Reason, message: str, snapshot: MetricsSnapshot, state: TuningState) -> Decision:
-    return Decision(Action("Hold"), reason, message, snapshot.figures(), state)
+def hold(
+    reason: Reason,
+    message: str,
+    snapshot: MetricsSnapshot,
+    state: TuningState,
+    pinned: tuple[str, ...] = (),
+) -> Decision:
+    return Decision(Action("Hold"), reason, message, snapshot.figures(), state, pinned=pinned)
 
 
 def act(reason: Reason, diagnosis: str, move: Move, snapshot: MetricsSnapshot) -> Decision:
@@ -59,7 +66,8 @@ def remedy_decision(
             return act(reason, diagnosis, outcome, snapshot)
         blockers.append(outcome)
     lead = next((b for b in blockers if not b.disabled), blockers[0])
-    return Blocked(lead.reason, "; ".join(b.phrase for b in blockers), lead.disabled)
+    pinned = tuple(dict.fromkeys(k for b in blockers for k in b.pinned))
+    return Blocked(lead.reason, "; ".join(b.phrase for b in blockers), lead.disabled, pinned)
 
 
 def hold_for(
@@ -67,4 +75,5 @@ def hold_for(
 ) -> Decision:
     if isinstance(outcome, Decision):
         return outcome
-    return hold(outcome.reason, f"{diagnosis}, but {outcome.phrase}", snapshot, state)
+    message = f"{diagnosis}, but {outcome.phrase}"
+    return hold(outcome.reason, message, snapshot, state, outcome.pinned)

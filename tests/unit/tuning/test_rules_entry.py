@@ -8,6 +8,7 @@ import pytest
 
 from tests.unit.tuning.support import T0, brief, snap, spec, state
 from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.limits import compute_at_bound
 
 UP = ("ScaleReplicas", "ScaleUpRejections", "replicas", 2, 3)
 QUEUE = ("SetBudget", "RaiseQueueRejections", "maxRequests", 32, 64)
@@ -119,3 +120,22 @@ def test_messages_carry_the_figures() -> None:
         "but queue.maxRequests 32 at its max 32; autoscaling is off"
     )
     assert held.figures == snap(**REJECTING).figures()
+
+
+def test_a_hold_at_a_bound_names_the_pinned_field_for_the_gauge() -> None:
+    """vllm_operator_tuning_at_bound (alert VLLMOperatorTunerPinnedAtBound) comes from here."""
+    pinned = decide(spec(**BOUNDED, **NO_SCALING), snap(**REJECTING), state(desired_replicas=2), T0)
+    assert pinned.pinned == ("maxRequests",)
+    assert compute_at_bound(pinned.pinned) == {
+        "queue.maxRequests": 1,
+        "queue.maxPrefillTokens": 0,
+        "running.maxActiveSeqs": 0,
+        "tokens.maxBatchedTokens": 0,
+    }
+    # free again (the bound widened): every field back to 0
+    free = decide(spec(**NO_SCALING), snap(**REJECTING), state(desired_replicas=2), T0)
+    assert brief(free) == QUEUE and free.pinned == ()
+    assert set(compute_at_bound(free.pinned).values()) == {0}
+    # not a bound: autoscaling off and at maxReplicas pin nothing
+    at_max = decide(spec(), snap(**REJECTING, ttft_p95=0.6), state(desired_replicas=4), T0)
+    assert brief(at_max)[:2] == ("Hold", "AtMaxReplicas") and at_max.pinned == ()
