@@ -159,6 +159,26 @@ def gpu_catalog_sets(gpu_type: str) -> list[str]:
     ]
 
 
+def install_namespaced(
+    helm: Helm, release: str, namespace: str, watched: list[str], gpu: str
+) -> None:
+    """The chart in namespaced mode, watching `watched`, with the test's own GPU type."""
+    install_chart(
+        helm,
+        release,
+        namespace,
+        "-f",
+        str(VALUES_DIR / "namespaced.yaml"),
+        "--set",
+        f"watch.namespaces={{{','.join(watched)}}}",
+        *gpu_catalog_sets(gpu),
+    )
+
+
+def install_chart(helm: Helm, release: str, namespace: str, *args: str) -> None:
+    helm("install", release, str(CHART), "-n", namespace, "--wait", "--timeout=3m", *args)
+
+
 def unique_gpu_type() -> str:
     return f"TEST-{uuid.uuid4().hex[:8].upper()}"
 
@@ -208,6 +228,40 @@ def permission_problems(log: str, allowed: tuple[str, ...] = ()) -> list[str]:
         for line in log.splitlines()
         if any(p in line for p in PERMISSION_ERRORS) and not any(a in line for a in allowed)
     ]
+
+
+def reconcile_as_the_service_account(
+    cluster: Cluster,
+    apps: client.AppsV1Api,
+    obj: dict[str, Any],
+    gpu: str,
+    op: OperatorRun,
+    audit: AuditLog,
+    user: str,
+) -> Any:
+    """Create `obj` (on the test's GPU type) and wait until `op` made it Ready; the RBAC was
+    enough: the ServiceAccount itself created the children, wrote status and posted Events, and
+    nothing it asked was refused. Returns the Deployment's pod spec."""
+    namespace = obj["metadata"]["namespace"]
+    obj["spec"]["gpu"]["type"] = gpu
+    svc = wait_ready(cluster, create(cluster, obj), op)
+    dep = apps.read_namespaced_deployment(obj["metadata"]["name"], namespace)
+    assert svc["status"]["effective"]["args"] == dep.spec.template.spec.containers[0].args
+    expected = {
+        ("patch", "deployments", "2xx"),
+        ("patch", "services", "2xx"),
+        ("patch", "vllmservices/status", "2xx"),
+        ("create", "events", "2xx"),
+    }
+    got = wait_until(
+        lambda: expected <= writes(audit, user, namespace) and writes(audit, user, namespace),
+        timeout=30,
+        what="the ServiceAccount's writes in the audit log",
+    )
+    assert expected <= got
+    assert refused(audit, user) == []
+    assert permission_problems(op.log()) == []
+    return dep.spec.template.spec
 
 
 def can_i(cluster: Cluster, kubeconfig: Path, *args: str) -> bool:
@@ -292,16 +346,7 @@ def test_install_run_upgrade_uninstall_cluster_scope(
     audit = AuditLog(audit_log_path())
 
     gpu = unique_gpu_type()
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout=3m",
-        *gpu_catalog_sets(gpu),
-    )
+    install_chart(helm, release, namespace, *gpu_catalog_sets(gpu))
     # CRDs from crds/ are there and served
     for crd in ("vllmservices.serving.vllmop.io", "clusterkopfpeerings.kopf.dev"):
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
@@ -353,28 +398,8 @@ def test_install_run_upgrade_uninstall_cluster_scope(
     try:
         wait_until(op.healthz, timeout=60, what="kopf's /healthz (the livenessProbe target)")
         obj = load_example("three-layer-budgets.yaml", app_ns)
-        obj["spec"]["gpu"]["type"] = gpu
-        svc = wait_ready(cluster, create(cluster, obj), op)
-        dep = apps.read_namespaced_deployment(obj["metadata"]["name"], app_ns)
-        pod_spec = dep.spec.template.spec
-        assert svc["status"]["effective"]["args"] == pod_spec.containers[0].args
+        pod_spec = reconcile_as_the_service_account(cluster, apps, obj, gpu, op, audit, user)
         assert pod_spec.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-
-        # RBAC is sufficient: the ServiceAccount itself created the children and wrote status
-        expected = {
-            ("patch", "deployments", "2xx"),
-            ("patch", "services", "2xx"),
-            ("patch", "vllmservices/status", "2xx"),
-            ("create", "events", "2xx"),
-        }
-        got = wait_until(
-            lambda: expected <= writes(audit, user, app_ns) and writes(audit, user, app_ns),
-            timeout=30,
-            what="the ServiceAccount's writes in the audit log",
-        )
-        assert expected <= got
-        assert refused(audit, user) == []
-        assert permission_problems(op.log()) == []
     finally:
         op.stop()
         cluster.kubectl("delete", "clusterrolebinding,clusterrole", ns_reader, check=False)
@@ -459,20 +484,7 @@ def test_the_image_runs_the_operator_as_the_chart_does(
     release, app_ns, gpu = release_name(), new_namespace(), unique_gpu_type()
     fullname = f"{release}-vllm-operator"
     audit = AuditLog(audit_log_path())
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout=3m",
-        "-f",
-        str(VALUES_DIR / "namespaced.yaml"),
-        "--set",
-        f"watch.namespaces={{{app_ns}}}",
-        *gpu_catalog_sets(gpu),
-    )
+    install_namespaced(helm, release, namespace, [app_ns], gpu)
     spec = installed_container(cluster, "deployment", namespace, fullname)
     assert spec["command"] == ["vllm-operator", "run"]
     assert spec["args"][0] == f"--namespace={app_ns}"
@@ -493,25 +505,8 @@ def test_the_image_runs_the_operator_as_the_chart_does(
     try:
         wait_until(op.healthz, timeout=90, what="kopf's /healthz in the image")
         obj = load_example("three-layer-budgets.yaml", app_ns)
-        obj["spec"]["gpu"]["type"] = gpu
-        svc = wait_ready(cluster, create(cluster, obj), op)
-        dep = apps.read_namespaced_deployment(obj["metadata"]["name"], app_ns)
-        assert svc["status"]["effective"]["args"] == dep.spec.template.spec.containers[0].args
-        expected = {
-            ("patch", "deployments", "2xx"),
-            ("patch", "services", "2xx"),
-            ("patch", "vllmservices/status", "2xx"),
-            ("create", "events", "2xx"),
-        }
         user = sa_user(namespace, release)
-        got = wait_until(
-            lambda: expected <= writes(audit, user, app_ns) and writes(audit, user, app_ns),
-            timeout=30,
-            what="the ServiceAccount's writes in the audit log",
-        )
-        assert expected <= got
-        assert refused(audit, user) == []
-        assert permission_problems(op.log()) == []
+        reconcile_as_the_service_account(cluster, apps, obj, gpu, op, audit, user)
     finally:
         op.stop()
     helm("uninstall", release, "-n", namespace, "--wait", "--timeout=2m")
@@ -530,20 +525,7 @@ def test_namespaced_scope_operator_manages_only_its_namespaces(
     also_watched, gpu = new_namespace(), unique_gpu_type()
     fullname = f"{release}-vllm-operator"
     audit = AuditLog(audit_log_path())
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout=3m",
-        "-f",
-        str(VALUES_DIR / "namespaced.yaml"),
-        "--set",
-        f"watch.namespaces={{{watched},{also_watched}}}",
-        *gpu_catalog_sets(gpu),
-    )
+    install_namespaced(helm, release, namespace, [watched, also_watched], gpu)
     kubeconfig = token_kubeconfig(cluster, namespace, release, tmp_path)
     user = sa_user(namespace, release)
     # exactly the installed pod's command line: -n per watched namespace
