@@ -141,7 +141,8 @@ make_base() { # make_base REF KEY: the made base in the engine's storage (tarbal
   if [ ! -f "$tarball" ]; then
     command -v mmdebstrap >/dev/null || die "step 'base': $PINNED cannot be pulled and mmdebstrap is missing; run 'make install-system'"
     log "making the base: mmdebstrap $BASE_SUITE ($BASE_PACKAGES)"
-    mmdebstrap --quiet --variant=minbase --aptopt='Apt::Install-Recommends "false"' \
+    # --format=tar: mmdebstrap would otherwise guess the format from the name (.part: a directory)
+    mmdebstrap --quiet --format=tar --variant=minbase --aptopt='Apt::Install-Recommends "false"' \
       --include="$BASE_PACKAGES" "$BASE_SUITE" "$tarball.part" >&2 || die "step 'base': mmdebstrap"
     mv "$tarball.part" "$tarball"
     find "$CACHE" -maxdepth 1 -name 'base-*.tar' ! -name "$(basename "$tarball")" -delete
@@ -168,6 +169,9 @@ context_digest() {
 
 cmd_build() {
   mkdir -p "$CACHE"
+  # one build at a time per cache: a second caller waits, then finds the first one's image
+  exec 9>"$CACHE/.lock"
+  flock 9
   local base base_ref base_id key t0=$SECONDS
   base=$(resolve_base)
   base_ref=${base%%$'\n'*} base_id=${base#*$'\n'}
