@@ -27,8 +27,10 @@ from tests.support.kube import ROOT
 
 IMAGE_SH = ROOT / "e2e" / "image.sh"
 USER = "65532:65532"
-# Where a pod finds its ServiceAccount's token, the cluster's CA and its namespace.
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Where a pod finds its ServiceAccount's token, the cluster's CA and its namespace:
+# /var/run/secrets/kubernetes.io/serviceaccount, and /var/run is a link to /run in Debian images.
+# buildah would resolve the link on the host (and mount nothing inside), so it gets the target.
+SERVICE_ACCOUNT_DIR = "/run/secrets/kubernetes.io/serviceaccount"
 
 
 def build_image() -> str:
