@@ -25,10 +25,11 @@ import requests
 from tests.component.test_twin_http import BUSY, MODEL, twin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
-# 2 requests in flight at most, each long enough (64 tokens at time scale 50) that a burst of
-# BURST simultaneous requests finds the queue full
+# 2 requests in flight at most, each long enough (TOKENS at time scale 50: ~0.2 s of wall time)
+# that a burst of BURST simultaneous requests finds the queue full even on a busy machine
 OVERLOADED = ["--max-num-seqs", "2", "--max-num-queued-reqs", "2"]
-BURST = 16
+TOKENS = 512
+BURST = 32
 DEADLINE = 30.0
 
 
@@ -81,7 +82,7 @@ async def sdk_burst() -> None:
                 out = await client.completions.create(
                     model=MODEL,
                     prompt="hello",
-                    max_tokens=64,
+                    max_tokens=TOKENS,
                     extra_headers={"x-test-request": str(i)},
                 )
             assert out.choices[0].text
@@ -92,7 +93,7 @@ async def sdk_burst() -> None:
 
     assert all(d < DEADLINE for d in durations)
     refused = {k: a for k, a in attempts.items() if a[0][0] == 503}
-    assert len(refused) >= BURST // 2, {k: [s for s, *_ in a] for k, a in attempts.items()}
+    assert len(refused) >= BURST // 4, {k: [s for s, *_ in a] for k, a in attempts.items()}
     for history in attempts.values():  # every request ended well, after its 503s
         assert [s for s, *_ in history][-1] == 200
         assert all(s == 503 for s, *_ in history[:-1])
@@ -123,7 +124,7 @@ async def helper_burst() -> None:
             response = post_with_backoff(
                 session,
                 url,
-                {"model": MODEL, "prompt": "hello", "max_tokens": 64},
+                {"model": MODEL, "prompt": "hello", "max_tokens": TOKENS},
                 deadline=DEADLINE,
                 base=0.5,
                 cap=4.0,
@@ -141,7 +142,7 @@ async def helper_burst() -> None:
     assert [status for status, _ in results] == [200] * BURST
     assert all(duration < DEADLINE for _, duration in results)
     refused = {i: s for i, s in statuses.items() if s[0][0] == 503}
-    assert len(refused) >= BURST // 2, statuses
+    assert len(refused) >= BURST // 4, statuses
     # full jitter: the first retries land anywhere in [0, 0.5 s) after the refusal
     waits = [s[1][1] - s[0][1] for s in refused.values()]
     assert spread(waits) > 0.1, waits
