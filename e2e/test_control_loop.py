@@ -317,6 +317,33 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
     overrides = status["tuning"].get("overrides", {})
     assert overrides.get("maxRequests") == 4
     assert_spec_untouched(cluster, namespace, "pushy")
+    # the real Prometheus scraped the operator's own /metrics: the pinned-at-bound gauge of this
+    # VLLMService (alert VLLMOperatorTunerPinnedAtBound) was set for every movable field
+    series = prometheus_query(
+        cluster,
+        f'vllm_operator_tuning_at_bound{{namespace="{namespace}", vllmservice="pushy",'
+        f' operator_port="{operator_process.metrics_port}"}}',
+    )
+    assert {s["metric"]["field"] for s in series} == {
+        "queue.maxRequests",
+        "queue.maxPrefillTokens",
+        "running.maxActiveSeqs",
+        "tokens.maxBatchedTokens",
+    }, series
+
+
+def prometheus_query(cluster: Cluster, expr: str) -> list[dict[str, Any]]:
+    """An instant query to the cluster's Prometheus, waited for until it returns series."""
+    import urllib.parse
+    import urllib.request
+
+    def query() -> list[dict[str, Any]] | None:
+        url = f"{cluster.prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            result: list[dict[str, Any]] = json.load(resp)["data"]["result"]
+        return result or None
+
+    return wait_until(query, timeout=30, what=f"series for {expr}")
 
 
 def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(

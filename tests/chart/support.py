@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tests.support.kube import ROOT, _cluster_env
+from tests.support.operator import free_port
 
 CHART = ROOT / "charts" / "vllm-operator"
 VALUES_DIR = Path(__file__).parent / "values"
@@ -98,15 +99,6 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --- running the operator as the chart's ServiceAccount ----------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def write_token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +22,10 @@ class OperatorProcess:
         self.log_path = log_path
         self.extra_env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_port = free_port()
+        # the real Prometheus scrapes the operator's own /metrics (file-based discovery, as the
+        # harness registers the twins), under job "vllm" with component=operator
+        self.target_file = cluster.targets_dir / f"operator_{self.metrics_port}.json"
 
     def start(self) -> None:
         env = {
@@ -31,8 +37,17 @@ class OperatorProcess:
             "VLLM_OPERATOR_TUNING_INTERVAL_SECONDS": "2",
             "VLLM_OPERATOR_TUNING_TIME_SCALE": "0.05",
             "VLLM_OPERATOR_METRICS_WINDOW": "20s",
+            "VLLM_OPERATOR_METRICS_PORT": str(self.metrics_port),
+            "VLLM_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
             **self.extra_env,
         }
+        target = [
+            {
+                "targets": [f"127.0.0.1:{self.metrics_port}"],
+                "labels": {"component": "operator", "operator_port": str(self.metrics_port)},
+            }
+        ]
+        self.target_file.write_text(json.dumps(target))
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [
@@ -51,6 +66,7 @@ class OperatorProcess:
         )
 
     def stop(self) -> None:
+        self.target_file.unlink(missing_ok=True)
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -63,6 +79,13 @@ class OperatorProcess:
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def install_crds(cluster: Cluster) -> None:
