@@ -25,6 +25,11 @@ NVIDIA_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 AMD_PRODUCT_LABEL: Final = "amd.com/gpu.product-name"
 
 
+# Per-GPU host resources when an entry gives none: within what an 8-GPU node offers per GPU.
+DEFAULT_CPU_PER_GPU: Final = 8.0
+DEFAULT_HOST_MEMORY_GIB_PER_GPU: Final = 32.0
+
+
 class CatalogError(ValueError):
     """A catalog entry is malformed; the message names the key."""
 
@@ -42,31 +47,48 @@ class GPUType(BaseModel):
     memory_bandwidth_gbps: float = Field(
         gt=0, alias="memoryBandwidthGBps", description="Datasheet memory bandwidth in GB/s."
     )
+    cpu_per_gpu: float = Field(
+        default=DEFAULT_CPU_PER_GPU,
+        gt=0,
+        le=1024,
+        alias="cpuPerGPU",
+        description="CPU cores a replica requests per GPU unless spec.resources.cpu is set.",
+    )
+    host_memory_gib_per_gpu: float = Field(
+        default=DEFAULT_HOST_MEMORY_GIB_PER_GPU,
+        gt=0,
+        le=65536,
+        alias="hostMemoryGiBPerGPU",
+        description="Host memory (GiB) per GPU of a replica unless spec.resources.memory is set.",
+    )
 
 
-def _nvidia(product: str, memory_gib: float, bandwidth: float) -> GPUType:
+def _nvidia(product: str, memory_gib: float, bandwidth: float, host_gib: float) -> GPUType:
     return GPUType(
         resource_name=NVIDIA_GPU,
         node_labels={NVIDIA_PRODUCT_LABEL: product},
         memory_gib=memory_gib,
         memory_bandwidth_gbps=bandwidth,
+        host_memory_gib_per_gpu=host_gib,
     )
 
 
-# Bandwidths are datasheet figures (SXM parts where there is a choice).
+# Bandwidths are datasheet figures (SXM parts where there is a choice). Host memory per GPU is
+# sized so that weights staged through host memory and /dev/shm fit, and 8 replicas fit a node.
 DEFAULT_GPU_TYPES: Final[Mapping[str, GPUType]] = {
-    "H100-80GB": _nvidia("NVIDIA-H100-80GB-HBM3", 80, 3350),
-    "H200-141GB": _nvidia("NVIDIA-H200", 141, 4800),
-    "A100-80GB": _nvidia("NVIDIA-A100-SXM4-80GB", 80, 2039),
-    "A100-40GB": _nvidia("NVIDIA-A100-SXM4-40GB", 40, 1555),
-    "L40S": _nvidia("NVIDIA-L40S", 48, 864),
-    "L4": _nvidia("NVIDIA-L4", 24, 300),
-    "T4": _nvidia("Tesla-T4", 16, 320),
+    "H100-80GB": _nvidia("NVIDIA-H100-80GB-HBM3", 80, 3350, 64),
+    "H200-141GB": _nvidia("NVIDIA-H200", 141, 4800, 64),
+    "A100-80GB": _nvidia("NVIDIA-A100-SXM4-80GB", 80, 2039, 64),
+    "A100-40GB": _nvidia("NVIDIA-A100-SXM4-40GB", 40, 1555, 48),
+    "L40S": _nvidia("NVIDIA-L40S", 48, 864, 48),
+    "L4": _nvidia("NVIDIA-L4", 24, 300, 32),
+    "T4": _nvidia("Tesla-T4", 16, 320, 16),
     "MI300X": GPUType(
         resource_name=AMD_GPU,
         node_labels={AMD_PRODUCT_LABEL: "AMD_Instinct_MI300X_OAM"},
         memory_gib=192,
         memory_bandwidth_gbps=5300,
+        host_memory_gib_per_gpu=64,
     ),
 }
 

@@ -13,6 +13,10 @@ SHORT_NAME: Final = "vllmsvc"
 VLLM_VERSION: Final = "0.33.0"
 DEFAULT_IMAGE: Final = f"vllm/vllm-openai:v{VLLM_VERSION}"
 VLLM_PORT: Final = 8000
+# The vLLM container's HOME: a writable volume (the root filesystem is read-only), the parent of
+# every cache vLLM, Hugging Face, torch and Triton write (~/.cache, ~/.config, ~/.triton).
+VLLM_HOME: Final = "/home/vllm"
+VLLM_CACHE_HOME: Final = f"{VLLM_HOME}/.cache"
 
 # Labels (docs/architecture.md §4.2).
 LABEL_NAME: Final = "app.kubernetes.io/name"

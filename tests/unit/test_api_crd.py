@@ -90,11 +90,16 @@ def test_lists_and_strings_that_cel_reads_are_bounded() -> None:
     env = _node(("spec", "engine", "env"))
     assert env["maxItems"] == 64
     assert env["items"]["properties"]["name"]["maxLength"] == 256
-    assert env["items"]["properties"]["valueFrom"] == {
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-        "description": env["items"]["properties"]["valueFrom"]["description"],
-    }
+    assert env["items"]["maxProperties"] == 2  # name and one of value, valueFrom
+    source = env["items"]["properties"]["valueFrom"]
+    assert (source["minProperties"], source["maxProperties"]) == (1, 1)
+    assert sorted(source["properties"]) == [
+        "configMapKeyRef",
+        "fieldRef",
+        "resourceFieldRef",
+        "secretKeyRef",
+    ]
+    assert "x-kubernetes-preserve-unknown-fields" not in source
     assert _node(("spec", "gpu", "fallbackTypes"))["maxItems"] == 8
 
 

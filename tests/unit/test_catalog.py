@@ -19,32 +19,40 @@ NV = "nvidia.com/gpu.product"
 
 
 @pytest.mark.parametrize(
-    ("name", "resource", "labels", "memory", "bandwidth"),
+    ("name", "resource", "labels", "memory", "bandwidth", "host"),
     [
-        ("H100-80GB", "nvidia.com/gpu", {NV: "NVIDIA-H100-80GB-HBM3"}, 80, 3350),
-        ("H200-141GB", "nvidia.com/gpu", {NV: "NVIDIA-H200"}, 141, 4800),
-        ("A100-80GB", "nvidia.com/gpu", {NV: "NVIDIA-A100-SXM4-80GB"}, 80, 2039),
-        ("A100-40GB", "nvidia.com/gpu", {NV: "NVIDIA-A100-SXM4-40GB"}, 40, 1555),
-        ("L40S", "nvidia.com/gpu", {NV: "NVIDIA-L40S"}, 48, 864),
-        ("L4", "nvidia.com/gpu", {NV: "NVIDIA-L4"}, 24, 300),
-        ("T4", "nvidia.com/gpu", {NV: "Tesla-T4"}, 16, 320),
+        ("H100-80GB", "nvidia.com/gpu", {NV: "NVIDIA-H100-80GB-HBM3"}, 80, 3350, 64),
+        ("H200-141GB", "nvidia.com/gpu", {NV: "NVIDIA-H200"}, 141, 4800, 64),
+        ("A100-80GB", "nvidia.com/gpu", {NV: "NVIDIA-A100-SXM4-80GB"}, 80, 2039, 64),
+        ("A100-40GB", "nvidia.com/gpu", {NV: "NVIDIA-A100-SXM4-40GB"}, 40, 1555, 48),
+        ("L40S", "nvidia.com/gpu", {NV: "NVIDIA-L40S"}, 48, 864, 48),
+        ("L4", "nvidia.com/gpu", {NV: "NVIDIA-L4"}, 24, 300, 32),
+        ("T4", "nvidia.com/gpu", {NV: "Tesla-T4"}, 16, 320, 16),
         (
             "MI300X",
             "amd.com/gpu",
             {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
             192,
             5300,
+            64,
         ),
     ],
 )
 def test_default_catalog(
-    name: str, resource: str, labels: dict[str, str], memory: float, bandwidth: float
+    name: str,
+    resource: str,
+    labels: dict[str, str],
+    memory: float,
+    bandwidth: float,
+    host: float,
 ) -> None:
     assert GPUCatalog().get(name) == GPUType(
         resource_name=resource,
         node_labels=labels,
         memory_gib=memory,
         memory_bandwidth_gbps=bandwidth,
+        cpu_per_gpu=8,
+        host_memory_gib_per_gpu=host,
     )
 
 

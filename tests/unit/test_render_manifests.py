@@ -15,6 +15,7 @@ from tests.fixtures.specs.cases import merge_patch
 from vllm_operator.api.errors import parse_vllmservice
 from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.catalog import build_gpu_catalog
 from vllm_operator.cli import UsageError
 from vllm_operator.commands import render as render_command
 from vllm_operator.config import OperatorConfig, load_operator_config
@@ -76,6 +77,7 @@ def test_deployment_whole_object() -> None:
     deployment = _by_kind(_svc())["Deployment"]
     spec_hash = deployment["spec"]["template"]["metadata"]["labels"]["serving.vllmop.io/spec-hash"]
     probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5}
+    amounts = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}
     assert deployment == {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -92,6 +94,14 @@ def test_deployment_whole_object() -> None:
                 "metadata": {"labels": {**LABELS, "serving.vllmop.io/spec-hash": spec_hash}},
                 "spec": {
                     "enableServiceLinks": False,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "runAsGroup": 1000,
+                        "fsGroup": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                     "tolerations": [
                         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -108,18 +118,33 @@ def test_deployment_whole_object() -> None:
                                 "1",
                             ],
                             "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
-                            "resources": {
-                                "limits": {"nvidia.com/gpu": "1"},
-                                "requests": {"nvidia.com/gpu": "1"},
+                            "env": [
+                                {"name": "HOME", "value": "/home/vllm"},
+                                {"name": "USER", "value": "vllm"},
+                                {"name": "HF_HOME", "value": "/home/vllm/.cache/huggingface"},
+                                {"name": "VLLM_CACHE_ROOT", "value": "/home/vllm/.cache/vllm"},
+                            ],
+                            "resources": {"limits": amounts, "requests": amounts},
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                                "readOnlyRootFilesystem": True,
+                                "runAsNonRoot": True,
                             },
-                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                            "volumeMounts": [
+                                {"name": "dshm", "mountPath": "/dev/shm"},
+                                {"name": "home", "mountPath": "/home/vllm"},
+                                {"name": "tmp", "mountPath": "/tmp"},
+                            ],
                             "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 180},
                             "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
                             "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
                         }
                     ],
                     "volumes": [
-                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}
+                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+                        {"name": "home", "emptyDir": {}},
+                        {"name": "tmp", "emptyDir": {}},
                     ],
                 },
             },
@@ -270,8 +295,8 @@ def test_shared_memory_scales_with_gpus(count: int, shm: str) -> None:
     pod = _pod(_svc({"spec": {"gpu": {"type": "H100-80GB", "count": count}}}))
     assert pod["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}}
     (container,) = pod["containers"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": str(count)}
-    assert container["resources"]["requests"] == {"nvidia.com/gpu": str(count)}
+    amounts = {"cpu": str(8 * count), "memory": f"{64 * count}Gi", "nvidia.com/gpu": str(count)}
+    assert container["resources"] == {"limits": amounts, "requests": amounts}
 
 
 def test_amd_gpus_use_their_resource_and_label() -> None:
@@ -280,7 +305,8 @@ def test_amd_gpus_use_their_resource_and_label() -> None:
     assert pod["tolerations"] == [
         {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    assert pod["containers"][0]["resources"]["limits"] == {"amd.com/gpu": "1"}
+    limits = pod["containers"][0]["resources"]["limits"]
+    assert limits == {"cpu": "8", "memory": "64Gi", "amd.com/gpu": "1"}
 
 
 def test_fallback_types_become_required_and_ordered_preferred_affinity() -> None:
@@ -384,17 +410,18 @@ def test_env_secret_and_caches() -> None:
     pod = _pod(svc)
     container = pod["containers"][0]
     assert container["env"] == [
+        {"name": "HOME", "value": "/home/vllm"},
+        {"name": "USER", "value": "vllm"},
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "hf-token"}}},
         {"name": "HF_HOME", "value": "/models"},
-        {"name": "VLLM_CACHE_ROOT", "value": "/root/.cache/vllm"},
+        {"name": "VLLM_CACHE_ROOT", "value": "/home/vllm/.cache/vllm"},
         {"name": "HF_HOME", "value": "/elsewhere"},
     ]
-    assert container["volumeMounts"] == [
-        {"name": "dshm", "mountPath": "/dev/shm"},
+    assert container["volumeMounts"][3:] == [
         {"name": "model-cache", "mountPath": "/models", "readOnly": True},
-        {"name": "compile-cache", "mountPath": "/root/.cache/vllm"},
+        {"name": "compile-cache", "mountPath": "/home/vllm/.cache/vllm"},
     ]
-    assert pod["volumes"][1:] == [
+    assert pod["volumes"][3:] == [
         {"name": "model-cache", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}},
         {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "compile"}},
     ]
@@ -402,10 +429,9 @@ def test_env_secret_and_caches() -> None:
 
 def test_compile_cache_without_claim_is_an_empty_dir_and_can_be_disabled() -> None:
     pod = _pod(_svc({"spec": {"compileCache": {}}}))
-    assert pod["volumes"][1] == {"name": "compile-cache", "emptyDir": {}}
+    assert pod["volumes"][3] == {"name": "compile-cache", "emptyDir": {}}
     disabled = _pod(_svc({"spec": {"compileCache": {"enabled": False, "pvcName": "c"}}}))
-    assert [v["name"] for v in disabled["volumes"]] == ["dshm"]
-    assert "env" not in disabled["containers"][0]
+    assert [v["name"] for v in disabled["volumes"]] == ["dshm", "home", "tmp"]
 
 
 def test_image_comes_from_spec_or_operator_config() -> None:
@@ -588,3 +614,29 @@ def test_render_command_prints_warnings_to_stderr(
         f"warning: {tmp_path / 'svc.yaml'}: spec.monitoring: serviceMonitor and podMonitor are "
         "both on; Prometheus will scrape every pod twice\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({}, {"cpu": "8", "memory": "64Gi"}),
+        ({"gpu": {"type": "L4", "count": 2}}, {"cpu": "16", "memory": "64Gi"}),
+        ({"resources": {"cpu": "7500m"}}, {"cpu": "7500m", "memory": "64Gi"}),
+        ({"resources": {"memory": "100G"}}, {"cpu": "8", "memory": "100G"}),
+    ],
+    ids=["catalog-default", "scaled-by-gpu-count", "cpu-given", "memory-given"],
+)
+def test_cpu_and_memory_are_requests_and_limits(
+    patch: dict[str, Any], expected: dict[str, str]
+) -> None:
+    resources = _container(_svc({"spec": patch}))["resources"]
+    gpus = {"nvidia.com/gpu": str(patch.get("gpu", {}).get("count", 1))}
+    assert resources == {"limits": {**expected, **gpus}, "requests": {**expected, **gpus}}
+
+
+def test_catalog_host_figures_may_be_fractional() -> None:
+    catalog = build_gpu_catalog({"H100-80GB": {"cpuPerGPU": 2.5, "hostMemoryGiBPerGPU": 1.5}})
+    cfg = OperatorConfig(gpu_catalog=catalog)
+    (deployment, _) = render_all(_svc(), cfg)
+    amounts = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert (amounts["cpu"], amounts["memory"]) == ("2500m", "1536Mi")

@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
+
+# The API server stores CRD integers as int64, and a Deployment's replicas as int32.
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+INT32_MAX: Final = 2**31 - 1
 
 
 class SpecModel(BaseModel):
-    """A part of `spec`: an unknown field is an error, so a typo is never silently dropped."""
+    """A part of `spec`: an unknown field is an error, so a typo is never silently dropped.
+
+    Strict, as the API server is: "8" is not an integer, "yes" and 1 are not booleans.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
         frozen=True,
+        strict=True,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _fits_int64(cls, value: Any) -> Any:
+        out_of_range = isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX
+        if out_of_range and not isinstance(value, bool):
+            raise ValueError("integer out of range: it must fit in 64 bits")
+        return value
 
 
 class StatusModel(BaseModel):

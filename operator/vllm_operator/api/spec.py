@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from vllm_operator.api import rules
-from vllm_operator.api.base import SpecModel
+from vllm_operator.api.base import INT32_MAX, SpecModel
 from vllm_operator.api.durations import Duration, parse_duration
-from vllm_operator.constants import DEFAULT_IMAGE
+from vllm_operator.api.envsource import EnvVarSource
+from vllm_operator.api.resources import ResourcesSpec
+from vllm_operator.constants import DEFAULT_IMAGE, VLLM_CACHE_HOME
 
 EXTRA_ARGS_MAX_ITEMS: Final = 64
 EXTRA_ARG_MAX_LENGTH: Final = 256
 ENV_MAX_ITEMS: Final = 64
 FALLBACK_TYPES_MAX_ITEMS: Final = 8
 RULES_ERROR: Final = "vllmservice_rules"
+# A C identifier, what a shell can export and every variable vLLM reads looks like.
+ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 _VLLM_DEFAULT = "Omitted = vLLM's own default (the flag is not passed)."
 _QUEUE_MIN = (
@@ -115,15 +119,29 @@ class Budgets(SpecModel):
 
 
 class EnvVar(SpecModel):
-    name: str = Field(min_length=1, max_length=256, description="Environment variable name.")
+    # Not both value and valueFrom: with `name` that is at most two properties.
+    model_config = ConfigDict(json_schema_extra={"maxProperties": 2})
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=ENV_NAME_PATTERN,
+        description="Variable name: letters, digits and '_', not starting with a digit.",
+    )
     value: str | None = Field(
         default=None, max_length=32768, description="Literal value (not for secrets)."
     )
-    value_from: dict[str, Any] | None = Field(
+    value_from: EnvVarSource | None = Field(
         default=None,
-        description="A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, ...).",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="A Kubernetes EnvVarSource: secretKeyRef, configMapKeyRef, fieldRef or "
+        "resourceFieldRef.",
     )
+
+    @model_validator(mode="after")
+    def _one_value(self) -> EnvVar:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("value and valueFrom are exclusive: give one")
+        return self
 
 
 class EngineSpec(SpecModel):
@@ -234,9 +252,14 @@ class AutoscalingSpec(SpecModel):
             "spec.replicas is then only the initial count."
         ),
     )
-    min_replicas: int = Field(default=1, ge=1, description="Fewest replicas when autoscaling.")
+    min_replicas: int = Field(
+        default=1, ge=1, le=INT32_MAX, description="Fewest replicas when autoscaling."
+    )
     max_replicas: int | None = Field(
-        default=None, ge=1, description="Most replicas when autoscaling; required when enabled."
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="Most replicas when autoscaling; required when enabled.",
     )
 
 
@@ -311,7 +334,7 @@ class MonitoringSpec(SpecModel):
 class ModelCacheSpec(SpecModel):
     pvc_name: K8sName = Field(description="PersistentVolumeClaim that holds downloaded models.")
     mount_path: str = Field(
-        default="/root/.cache/huggingface",
+        default=f"{VLLM_CACHE_HOME}/huggingface",
         max_length=1024,
         pattern=r"^/",
         description="Where the claim is mounted; HF_HOME points there.",
@@ -361,9 +384,14 @@ class VLLMServiceSpec(SpecModel):
     replicas: int = Field(
         default=1,
         ge=0,
+        le=INT32_MAX,
         description="Replicas when autoscaling is off; the initial count when it is on.",
     )
     gpu: GPUSpec = Field(description="GPUs each replica needs.")
+    resources: ResourcesSpec | None = Field(
+        default=None,
+        description="CPU and host memory per replica; per-GPU catalog defaults when omitted.",
+    )
     budgets: Budgets | None = Field(
         default=None,
         description="The three concurrency layers of vLLM; every field omitted = vLLM's default.",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -40,6 +41,8 @@ from vllm_operator.api.status import (
     WindowSample,
 )
 from vllm_operator.constants import API_VERSION, KIND
+
+_DNS1123_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 __all__ = [
     "AutoscalingSpec",
@@ -93,6 +96,14 @@ class VLLMService(BaseModel):
         name = metadata.get("name")
         if not isinstance(name, str) or not name:
             raise ValueError("metadata.name is required")
+        namespace = metadata.get("namespace")
+        if namespace is not None and not (
+            isinstance(namespace, str) and _DNS1123_LABEL.fullmatch(namespace)
+        ):
+            raise ValueError(
+                "metadata.namespace must be a DNS label: at most 63 lower-case letters, digits "
+                "and '-', starting and ending with a letter or digit"
+            )
         return metadata
 
     @model_validator(mode="after")

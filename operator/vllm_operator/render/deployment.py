@@ -12,7 +12,17 @@ from vllm_operator.constants import LABEL_SPEC_HASH, VLLM_PORT
 from vllm_operator.render.hashing import compute_spec_hash
 from vllm_operator.render.labels import build_labels, build_metadata, build_selector_labels
 from vllm_operator.render.placement import GPUPlacement
-from vllm_operator.render.pod import PORT_NAME, build_env, build_probes, build_volumes
+from vllm_operator.render.pod import (
+    PORT_NAME,
+    build_env,
+    build_probes,
+    build_resources,
+    build_volumes,
+)
+from vllm_operator.render.security import (
+    build_container_security_context,
+    build_pod_security_context,
+)
 
 CONTAINER_NAME: Final = "vllm"
 # Beyond the 30 min startup budget, so a slow model load is not reported as a stalled rollout.
@@ -25,14 +35,14 @@ def _container(
     spec: VLLMServiceSpec, cfg: OperatorConfig, args: list[str], placement: GPUPlacement
 ) -> dict[str, Any]:
     _, mounts = build_volumes(spec)
-    gpus = {placement.resource_name: str(spec.gpu.count)}
     return {
         "name": CONTAINER_NAME,
         "image": spec.image or cfg.default_image,
         "args": args,
         "ports": [{"name": PORT_NAME, "containerPort": VLLM_PORT, "protocol": "TCP"}],
         "env": build_env(spec),
-        "resources": {"limits": gpus, "requests": dict(gpus)},
+        "resources": build_resources(spec, cfg.gpu_catalog.types[spec.gpu.type]),
+        "securityContext": build_container_security_context(),
         "volumeMounts": mounts,
         **build_probes(),
     }
@@ -54,6 +64,8 @@ def build_deployment_values(
     volumes, _ = build_volumes(spec)
     pod_spec = {
         "enableServiceLinks": False,  # no *_PORT env from Services; vLLM chokes on VLLM_PORT
+        "automountServiceAccountToken": False,
+        "securityContext": build_pod_security_context(),
         "nodeSelector": placement.node_selector,
         "affinity": placement.affinity,
         "tolerations": placement.tolerations,

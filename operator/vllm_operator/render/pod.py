@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from vllm_operator.api.resources import format_cpu, format_memory
 from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.catalog import GPUType
+from vllm_operator.render.security import (
+    HF_HOME,
+    VLLM_CACHE_ROOT,
+    build_home_env,
+    build_writable_dirs,
+)
 
 HEALTH_PATH: Final = "/health"
 PORT_NAME: Final = "http"
-COMPILE_CACHE_PATH: Final = "/root/.cache/vllm"
 SHM_GIB_PER_GPU: Final = 2  # the vLLM k8s guide's 2Gi for one GPU, scaled for TP/PP workers
 
 # /health answers only once weights are loaded and graphs captured: allow 30 min for that
@@ -19,14 +26,13 @@ STARTUP_FAILURES: Final = 180
 
 def build_env(spec: VLLMServiceSpec) -> list[dict[str, Any]]:
     """Operator-set variables first, the user's after (a later duplicate name wins)."""
-    env: list[dict[str, Any]] = []
+    env = build_home_env()
     if spec.hf_token_secret is not None:
         ref = {"name": spec.hf_token_secret.name, "key": spec.hf_token_secret.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
-    if spec.model_cache is not None:
-        env.append({"name": "HF_HOME", "value": spec.model_cache.mount_path})
-    if spec.compile_cache is not None and spec.compile_cache.enabled:
-        env.append({"name": "VLLM_CACHE_ROOT", "value": COMPILE_CACHE_PATH})
+    hf_home = HF_HOME if spec.model_cache is None else spec.model_cache.mount_path
+    env.append({"name": "HF_HOME", "value": hf_home})
+    env.append({"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE_ROOT})
     if spec.engine is not None:
         env += [e.model_dump(by_alias=True, exclude_none=True) for e in spec.engine.env]
     return env
@@ -35,10 +41,12 @@ def build_env(spec: VLLMServiceSpec) -> list[dict[str, Any]]:
 def build_volumes(spec: VLLMServiceSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, volumeMounts). /dev/shm is memory-backed: NCCL and vLLM's workers use it."""
     shm = f"{SHM_GIB_PER_GPU * spec.gpu.count}Gi"
+    writable_volumes, writable_mounts = build_writable_dirs()
     volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}}
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
+        *writable_volumes,
     ]
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}, *writable_mounts]
     cache = spec.model_cache
     if cache is not None:
         claim: dict[str, Any] = {"claimName": cache.pvc_name}
@@ -56,8 +64,22 @@ def build_volumes(spec: VLLMServiceSpec) -> tuple[list[dict[str, Any]], list[dic
             else {"emptyDir": {}}
         )
         volumes.append({"name": "compile-cache", **source})
-        mounts.append({"name": "compile-cache", "mountPath": COMPILE_CACHE_PATH})
+        mounts.append({"name": "compile-cache", "mountPath": VLLM_CACHE_ROOT})
     return volumes, mounts
+
+
+def build_resources(spec: VLLMServiceSpec, gpu: GPUType) -> dict[str, Any]:
+    """Requests = limits for every resource: the Guaranteed QoS class. CPU and memory come from
+    spec.resources, else from the catalog's per-GPU figures of spec.gpu.type."""
+    given = spec.resources
+    cpu = given.cpu if given is not None and given.cpu else None
+    memory = given.memory if given is not None and given.memory else None
+    amounts = {
+        "cpu": cpu or format_cpu(gpu.cpu_per_gpu * spec.gpu.count),
+        "memory": memory or format_memory(gpu.host_memory_gib_per_gpu * spec.gpu.count),
+        gpu.resource_name: str(spec.gpu.count),
+    }
+    return {"limits": amounts, "requests": dict(amounts)}
 
 
 def _http_probe(period: int, failures: int) -> dict[str, Any]:
