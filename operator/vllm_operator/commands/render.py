@@ -13,6 +13,12 @@ import yaml
 from vllm_operator.api.errors import InvalidSpecError, parse_vllmservice
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.cli import UsageError
+from vllm_operator.commands.yamlinput import (
+    MAX_INPUT_BYTES,
+    InputError,
+    decode_input,
+    load_documents,
+)
 from vllm_operator.config import (
     ENV_CONFIG_FILE,
     ConfigError,
@@ -43,9 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _load_documents(text: str, source: str) -> list[Any]:
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{source}: not valid YAML: {exc}") from None
+        return load_documents(text)
+    except InputError as exc:
+        raise UsageError(f"{source}: {exc}") from None
 
 
 def _parse(docs: list[Any], path: str) -> list[tuple[str, VLLMService]]:
@@ -95,9 +101,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     path = args.filename
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with Path(path).open("rb") as file:
+                data = file.read(MAX_INPUT_BYTES + 1)
+        text = decode_input(data)
     except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror}") from None
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except InputError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     output, warnings = render_text(text, path, cfg)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
