@@ -2,7 +2,8 @@
 
 Verdicts, most severe first: missing (no engine samples at all), stale (the newest sample is older
 than `stale_after`), invalid (a figure Prometheus should never produce: negative, NaN or Inf where
-requests finished, KV usage above 1), partial (fewer pods scraped than expected), ok. The adapter
+requests finished, beyond its plausible bound such as KV usage above 1, or no latency histogram
+at all while requests finish), partial (fewer pods scraped than expected), ok. The adapter
 adds "error" when a query itself fails. A figure that fails its check is left out (None), so no
 NaN ever reaches the tuner.
 """
@@ -16,13 +17,20 @@ from datetime import datetime
 
 from vllm_operator.metrics.queries import SERVICE_LABEL, Figure
 from vllm_operator.metrics.vectors import Sample
-from vllm_operator.tuning.model import FleetView, MetricsSnapshot, PodFigures, Quality
+from vllm_operator.tuning.model import (
+    PLAUSIBLE_MAX,
+    FleetView,
+    MetricsSnapshot,
+    PodFigures,
+    Quality,
+)
 
 # Figures computed over finished requests: with none finished in the window, Prometheus answers
 # NaN (histogram_quantile over empty buckets, 0/0), which means "no traffic", not bad data.
 TRAFFIC_FIGURES: frozenset[Figure] = frozenset(
     {"ttft_p95", "itl_p95", "queue_time_p95", "e2e_p95", "prompt_tokens_per_request"}
 )
+_LATENCIES: tuple[Figure, ...] = ("ttft_p95", "itl_p95", "queue_time_p95", "e2e_p95")
 _SCALARS: tuple[Figure, ...] = (
     "ttft_p95", "itl_p95", "queue_time_p95", "e2e_p95", "waiting", "running", "kv_usage",
     "preemption_rate", "prompt_tokens_per_request",
@@ -42,8 +50,10 @@ class _Checker:
         value: float | None,
         *,
         traffic_only: bool = False,
-        upper: float | None = None,
+        figure: str | None = None,
     ) -> float | None:
+        """`value` if it can be figure `figure` (default: `label`, a MetricsSnapshot field)."""
+        upper = PLAUSIBLE_MAX.get(figure or label, math.inf)
         if value is None:
             return None
         if not math.isfinite(value):
@@ -53,7 +63,7 @@ class _Checker:
             self.problems.append(f"{label} is {_show(value)}{where}")
         elif value < 0:
             self.problems.append(f"{label} is negative ({value:.3g})")
-        elif upper is not None and value > upper:
+        elif value > upper:
             self.problems.append(f"{label} is {value:.3g}, above {upper:g}")
         else:
             return value
@@ -88,31 +98,34 @@ def build_snapshot(
 
     check = _Checker()
     check.admitted = check.clean("admitted_rate", _single(results, "admitted_rate"))
+    # Each figure's bounds: PLAUSIBLE_MAX (kv_usage is a fraction, docs/vllm-0.33.md §3.2).
     figures = {
-        f: check.clean(
-            f,
-            _single(results, f),
-            traffic_only=f in TRAFFIC_FIGURES,
-            upper=1.0 if f == "kv_usage" else None,  # a fraction (docs/vllm-0.33.md §3.2)
-        )
-        for f in _SCALARS
+        f: check.clean(f, _single(results, f), traffic_only=f in TRAFFIC_FIGURES) for f in _SCALARS
     }
     by_reason = {
         reason: value
         for s in results["rejection_rate_by_reason"]
         if (reason := s.labels.get("reason", ""))
-        if (value := check.clean(f"rejection rate {reason}", s.value)) is not None
+        if (value := check.clean(f"rejection rate {reason}", s.value, figure="rejection_rate"))
+        is not None
     }
+    # Finished requests always land in the histograms: none at all means a broken scrape.
+    if check.admitted and all(_single(results, f) is None for f in _LATENCIES):
+        check.problems.append(
+            f"no latency histogram answers ({', '.join(_LATENCIES)}) while "
+            f"{check.admitted:.3g} requests/s finished"
+        )
     newest = check.clean("newest sample age", min(ages.values()))
     pods = _pod_figures(results, up, ages, check)
     scraped = sum(
         1 for p in pods if p.up and p.sample_age is not None and p.sample_age <= stale_after
     )
-    rejection_rate = sum(by_reason.values()) if by_reason else None
-    request_rate = (
+    rejection_rate = check.clean("rejection_rate", sum(by_reason.values()) if by_reason else None)
+    request_rate = check.clean(
+        "request_rate",
         check.admitted + rejection_rate
         if check.admitted is not None and rejection_rate is not None
-        else None
+        else None,
     )
     quality, problem = _verdict(
         service, check.problems, newest, stale_after, scraped, expected_pods, pods
@@ -214,9 +227,9 @@ def _pod_figures(
     return tuple(
         PodFigures(
             pod=pod,
-            running=check.clean(f"running of {pod}", running.get(pod)),
-            waiting=check.clean(f"waiting of {pod}", waiting.get(pod)),
-            kv_usage=check.clean(f"kv_usage of {pod}", kv.get(pod), upper=1.0),
+            running=check.clean(f"running of {pod}", running.get(pod), figure="running"),
+            waiting=check.clean(f"waiting of {pod}", waiting.get(pod), figure="waiting"),
+            kv_usage=check.clean(f"kv_usage of {pod}", kv.get(pod), figure="kv_usage"),
             up=None if pod not in up else up[pod] == 1,
             sample_age=check.clean(f"sample age of {pod}", ages.get(pod)),
         )

@@ -7,9 +7,11 @@ the rules must handle, never a zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from vllm_operator.tuning.reasons import Reason
 
@@ -22,6 +24,56 @@ BudgetKey = Literal[
 ]
 
 
+# Largest believable value per figure. Beyond it a figure is a broken exporter or query (a counter
+# reset read as a rate, a unit mistake), not load: a day of latency, a million requests/s, ten
+# million sequences. Every figure must also be finite and >= 0. The metrics adapter checks these
+# same bounds and reports a breach as quality "invalid"; the constructors refuse one outright.
+RATE_MAX: Final = 1e6
+PLAUSIBLE_MAX: Final[Mapping[str, float]] = {
+    "request_rate": RATE_MAX,
+    "rejection_rate": RATE_MAX,
+    "admitted_rate": RATE_MAX,
+    "preemption_rate": RATE_MAX,
+    "rejection_ratio": 1.0,
+    "kv_usage": 1.0,
+    "ttft_p95": 86400.0,
+    "itl_p95": 86400.0,
+    "queue_time_p95": 86400.0,
+    "e2e_p95": 86400.0,
+    "waiting": 1e7,
+    "running": 1e7,
+    "prompt_tokens_per_request": 1e8,
+    "window_seconds": 86400.0 * 7,
+    "sample_age": math.inf,
+}
+
+
+class ImplausibleFigureError(ValueError):
+    """A snapshot built with a figure no engine produces; the message names the figure."""
+
+
+def check_figure(name: str, value: float) -> str | None:
+    """Why `value` cannot be figure `name` (one phrase), or None when it can."""
+    if not math.isfinite(value):
+        return f"{name} is {value}"
+    if value < 0:
+        return f"{name} is negative ({value:.3g})"
+    upper = PLAUSIBLE_MAX.get(name.split(" ")[0], math.inf)
+    if value > upper:
+        return f"{name} is {value:.3g}, above {upper:g}"
+    return None
+
+
+def _refuse_implausible(obj: object, prefix: str) -> None:
+    for f in fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        problem = check_figure(f.name, float(value))
+        if problem is not None:
+            raise ImplausibleFigureError(f"{prefix}.{problem}")
+
+
 @dataclass(frozen=True)
 class PodFigures:
     """One replica's gauges, for the "partial" verdict and per-pod status."""
@@ -32,6 +84,9 @@ class PodFigures:
     kv_usage: float | None = None  # 0-1
     up: bool | None = None  # Prometheus' `up` for the pod's target at the last scrape
     sample_age: float | None = None  # seconds since the pod's newest engine sample
+
+    def __post_init__(self) -> None:
+        _refuse_implausible(self, "PodFigures")
 
 
 @dataclass(frozen=True)
@@ -69,6 +124,15 @@ class MetricsSnapshot:
     admitted_rate: float | None = None  # requests/s the engines finished (any finish reason)
     rejection_rate_by_reason: dict[str, float] = field(default_factory=dict)  # reason -> 503s/s
     sample_age: float | None = None  # seconds since the newest engine sample of any pod
+
+    def __post_init__(self) -> None:
+        _refuse_implausible(self, "MetricsSnapshot")
+        for reason, rate in self.rejection_rate_by_reason.items():
+            problem = check_figure("rejection_rate", rate)
+            if problem is not None:
+                raise ImplausibleFigureError(f"MetricsSnapshot.{problem} (reason {reason})")
+        if self.window_seconds <= 0:
+            raise ImplausibleFigureError("MetricsSnapshot.window_seconds must be > 0")
 
     @property
     def usable(self) -> bool:

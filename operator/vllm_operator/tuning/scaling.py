@@ -126,8 +126,9 @@ def low_load(i: Inputs) -> bool:
     limit = None if known is None else i.settings.headroom * known.per_pod
     if limit is not None and rate is not None and rate / after >= limit:
         return False
+    # Unmeasured KV usage is no headroom, as for rule 3: a missing series never frees a replica.
     kv = snap.kv_usage
-    return kv is None or kv * i.replicas / after <= i.settings.kv_headroom
+    return kv is not None and kv * i.replicas / after <= i.settings.kv_headroom
 
 
 def scale_down(i: Inputs) -> Move | Blocked:

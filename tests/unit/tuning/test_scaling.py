@@ -67,6 +67,12 @@ VOTING = ("Hold", "ScaleDownVoting", None, None, None)
         ({"kv_usage": 0.41}, ("Hold", "WithinSLO", None, None, None)),
         ({"preemption_rate": 0.01}, ("Hold", "WithinSLO", None, None, None)),
         ({"running": None}, ("Hold", "WithinSLO", None, None, None)),  # unmeasured is not low
+        # An absent KV series is no headroom (as for rule 3), even on an idle service.
+        ({"kv_usage": None}, ("Hold", "WithinSLO", None, None, None)),
+        (
+            {"kv_usage": None, "request_rate": 0.0, "ttft_p95": None, "itl_p95": None},
+            ("Hold", "WithinSLO", None, None, None),
+        ),
         # Idle: too few requests for percentiles; the gauges alone say low.
         ({"request_rate": 0.0, "ttft_p95": None, "itl_p95": None, "running": 0.0}, DOWN),
     ],
