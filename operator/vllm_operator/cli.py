@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from vllm_operator import __version__
 
@@ -27,6 +28,13 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2, no traceback."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line on stderr (exit 2) instead of usage and error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(
     command: str | None,
     *,
@@ -36,7 +44,7 @@ def build_parser(
     description: str = "Kubernetes operator for vLLM 0.33 inference servers.",
     version: str = __version__,
 ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = OneLineParser(prog=prog, description=description)
     # answers before a command is required: the image's smoke check runs `vllm-operator --version`
     parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

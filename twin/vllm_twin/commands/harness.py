@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import signal
 from pathlib import Path
@@ -30,18 +31,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kubernetes.config import ConfigException
+
     from vllm_operator.catalog import GPUCatalog
     from vllm_operator.cli import UsageError
     from vllm_operator.k8s.client import KubeClient, build_api_client
     from vllm_twin.harness.kubelet import TwinKubelet
 
-    if args.time_scale <= 0:
-        raise UsageError("--time-scale must be > 0")
-    for d in (args.targets_dir, args.log_dir):
-        d.mkdir(parents=True, exist_ok=True)
+    if not args.time_scale > 0 or not math.isfinite(args.time_scale):
+        raise UsageError("--time-scale must be a finite number > 0")
+    for flag, d in (("--targets-dir", args.targets_dir), ("--log-dir", args.log_dir)):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{flag} {d}: {exc.strerror or exc}") from None
+    try:
+        api = build_api_client(args.kubeconfig)
+    except (ConfigException, OSError) as exc:
+        where = args.kubeconfig or "no --kubeconfig, no $KUBECONFIG, not in a cluster"
+        raise UsageError(f"kubeconfig ({where}): {str(exc).splitlines()[0]}") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s harness %(message)s")
     kubelet = TwinKubelet(
-        kube=KubeClient(build_api_client(args.kubeconfig)),
+        kube=KubeClient(api),
         catalog=GPUCatalog(),
         targets_dir=args.targets_dir,
         state_file=args.state_file,

@@ -25,6 +25,15 @@ from vllm_twin.loadgen.trace import (
     resolve_trace,
 )
 from vllm_twin.loadgen.units import parse_duration
+from vllm_twin.numeric import (
+    DAY,
+    MAX_SCHEDULED,
+    WEEK,
+    bounded_float,
+    bounded_int,
+    bounded_seconds,
+    check_schedule_size,
+)
 
 NAME = "loadgen"
 HELP = "Send open- or closed-loop /v1/completions load to loopback twins; report latency figures."
@@ -35,6 +44,10 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+_SPAN = bounded_seconds(_duration, DAY)
+_TOKENS = bounded_int(1, 10**7)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,36 +66,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--rate-multiplier",
-        type=float,
+        type=bounded_float(0, 1e4, open_low=True),
         default=1.0,
         help="replay the trace this many times faster (default 1)",
     )
     p.add_argument(
         "--rate",
-        type=float,
+        type=bounded_float(0, 1e5, open_low=True),
         help="Poisson arrivals at this many requests/s; lengths from --trace if given",
     )
     p.add_argument(
-        "--prompt-tokens", type=int, default=256, help="prompt length without --trace (default 256)"
+        "--prompt-tokens",
+        type=_TOKENS,
+        default=256,
+        help="prompt length without --trace (default 256)",
     )
     p.add_argument(
-        "--max-tokens", type=int, default=64, help="max_tokens without --trace (default 64)"
+        "--max-tokens", type=_TOKENS, default=64, help="max_tokens without --trace (default 64)"
     )
     p.add_argument(
         "--duration",
-        type=_duration,
+        type=bounded_seconds(_duration, WEEK),
         help="schedule requests for this long, e.g. 60s (open loop: required)",
     )
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=bounded_int(1, MAX_SCHEDULED),
         metavar="N",
         help="closed loop instead: N requests in flight (vllm bench serve --max-concurrency N), "
         "fixed --prompt-tokens/--max-tokens, a vllm bench serve report",
     )
-    p.add_argument("--num-prompts", type=int, default=100, help="closed loop: counted requests")
-    p.add_argument("--warmup", type=int, default=0, help="closed loop: uncounted first requests")
-    p.add_argument("--max-requests", type=int, help="schedule at most this many requests")
+    p.add_argument(
+        "--num-prompts",
+        type=bounded_int(1, MAX_SCHEDULED),
+        default=100,
+        help="closed loop: counted requests",
+    )
+    p.add_argument(
+        "--warmup",
+        type=bounded_int(0, MAX_SCHEDULED),
+        default=0,
+        help="closed loop: uncounted first requests",
+    )
+    p.add_argument(
+        "--max-requests",
+        type=bounded_int(1, MAX_SCHEDULED),
+        help=f"schedule at most this many requests (at most {MAX_SCHEDULED:,})",
+    )
     p.add_argument(
         "--stream", action="store_true", help="stream answers (needed for TTFT, ITL and goodput)"
     )
@@ -93,26 +123,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--retry-deadline",
-        type=_duration,
+        type=_SPAN,
         default=30.0,
         help="no retry starts later than this after the first attempt (default 30s)",
     )
-    p.add_argument("--backoff-base", type=_duration, default=0.5, help="default 0.5s")
-    p.add_argument("--backoff-max", type=_duration, default=8.0, help="default 8s")
-    p.add_argument(
-        "--request-timeout", type=_duration, default=60.0, help="per attempt (default 60s)"
-    )
-    p.add_argument("--slo-ttft", type=_duration, default=0.5, help="goodput SLO (default 500ms)")
-    p.add_argument("--slo-tpot", type=_duration, default=0.06, help="goodput SLO (default 60ms)")
+    p.add_argument("--backoff-base", type=_SPAN, default=0.5, help="default 0.5s")
+    p.add_argument("--backoff-max", type=_SPAN, default=8.0, help="default 8s")
+    p.add_argument("--request-timeout", type=_SPAN, default=60.0, help="per attempt (default 60s)")
+    p.add_argument("--slo-ttft", type=_SPAN, default=0.5, help="goodput SLO (default 500ms)")
+    p.add_argument("--slo-tpot", type=_SPAN, default=0.06, help="goodput SLO (default 60ms)")
     p.add_argument(
         "--time-scale",
-        type=float,
+        type=bounded_float(0, 1e4, open_low=True),
         default=1.0,
         help="the twins' --time-scale: times are given and reported in twin seconds",
     )
     p.add_argument("--model", help="model field of each request (default: omitted)")
     p.add_argument("--seed", type=int, default=0, help="seed for Poisson arrivals and jitter")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _capped(arrivals: list[Arrival]) -> list[Arrival]:
+    if len(arrivals) > MAX_SCHEDULED:
+        check_schedule_size(len(arrivals), "the trace")
+    return arrivals
 
 
 def build_schedule(args: argparse.Namespace) -> list[Arrival]:
@@ -123,18 +157,23 @@ def build_schedule(args: argparse.Namespace) -> list[Arrival]:
         raise UsageError("one of --trace or --rate is required")
     if args.max_requests is not None and args.max_requests < 1:
         raise UsageError("--max-requests must be >= 1")
+    if args.rate is not None and args.max_requests is None:
+        check_schedule_size(args.rate * args.duration, "--rate x --duration")
+    # One past the cap: a schedule that would exceed it is refused, not silently cut.
+    limit = args.max_requests if args.max_requests is not None else MAX_SCHEDULED + 1
     try:
         if args.trace is not None:
             rows = read_trace(resolve_trace(args.trace))
             if args.rate is None:
-                return bounded(replay(rows, args.rate_multiplier), args.duration, args.max_requests)
+                replayed = replay(rows, args.rate_multiplier)
+                return _capped(bounded(replayed, args.duration, limit))
             lengths = [(r.prompt_tokens, r.output_tokens) for r in rows]
         else:
             if args.prompt_tokens < 1 or args.max_tokens < 1:
                 raise UsageError("--prompt-tokens and --max-tokens must be >= 1")
             lengths = [(args.prompt_tokens, args.max_tokens)]
         arrivals = poisson(args.rate, lengths, random.Random(args.seed))
-        return bounded(arrivals, args.duration, args.max_requests)
+        return _capped(bounded(arrivals, args.duration, limit))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 

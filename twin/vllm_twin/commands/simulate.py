@@ -27,6 +27,17 @@ from vllm_operator.sim.records import write_records
 from vllm_operator.sim.report import Slo, format_table
 from vllm_operator.sim.runner import RunRecord, RunResult
 from vllm_twin.argv import human_readable_int
+from vllm_twin.numeric import (
+    DAY,
+    INT32_MAX,
+    MAX_SCHEDULED,
+    WEEK,
+    bounded_float,
+    bounded_int,
+    bounded_seconds,
+    check_number,
+    check_schedule_size,
+)
 
 NAME = "simulate"
 HELP = "Simulate vLLM 0.33 replicas under a trace or synthetic load, in virtual time."
@@ -43,21 +54,35 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+RATE_MAX = 1e5  # requests/s
+MAX_REPLICAS = 1024
+_COUNT = bounded_int(1, INT32_MAX)
+_TOKENS = bounded_int(1, INT32_MAX, human_readable_int)
+_RATE = bounded_float(0, RATE_MAX, open_low=True)
+_MULTIPLIER = bounded_float(0, 1e4, open_low=True)
+_MEAN = bounded_float(0, 1e7, open_low=True)
+_DURATION = bounded_seconds(_seconds, WEEK)
+_OFFSET = bounded_seconds(_seconds, 1e9, open_low=False)
+_SLO = bounded_seconds(_seconds, DAY)
+
+
 def _engine_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("vLLM flags (omitted = vLLM's default for the GPU)")
-    g.add_argument("--max-num-seqs", type=int)
-    g.add_argument("--max-num-active-seqs", type=int)
-    g.add_argument("--max-num-batched-tokens", type=human_readable_int)
-    g.add_argument("--max-num-queued-reqs", type=int)
-    g.add_argument("--max-num-queued-tokens", type=human_readable_int)
-    g.add_argument("--max-model-len", type=human_readable_int)
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    g.add_argument("--max-num-seqs", type=_COUNT)
+    g.add_argument("--max-num-active-seqs", type=_COUNT)
+    g.add_argument("--max-num-batched-tokens", type=_TOKENS)
+    g.add_argument("--max-num-queued-reqs", type=_COUNT)
+    g.add_argument("--max-num-queued-tokens", type=_TOKENS)
+    g.add_argument("--max-model-len", type=_TOKENS)
+    g.add_argument(
+        "--gpu-memory-utilization", type=bounded_float(0, 1, open_low=True), default=0.92
+    )
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
-    g.add_argument("--long-prefill-token-threshold", type=int, default=0)
-    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    g.add_argument("--long-prefill-token-threshold", type=bounded_int(0, INT32_MAX), default=0)
+    g.add_argument("--tensor-parallel-size", "-tp", type=bounded_int(1, 64), default=1)
     g.add_argument("--kv-cache-dtype", default="auto")
-    g.add_argument("--block-size", type=int, default=16)
-    g.add_argument("--watermark", type=float, default=0.0)
+    g.add_argument("--block-size", type=bounded_int(1, 1024), default=16)
+    g.add_argument("--watermark", type=bounded_float(0, 1), default=0.0)
     g.add_argument(
         "--performance-mode",
         choices=("balanced", "interactivity", "throughput"),
@@ -78,7 +103,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="H100-80GB", help="GPU profile (default H100-80GB)")
     p.add_argument("--model", default="Llama-3.1-8B", help="model profile or Hugging Face id")
     p.add_argument("--profiles", metavar="FILE", help="YAML overriding or adding profiles")
-    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--replicas", type=bounded_int(1, MAX_REPLICAS), default=1)
     p.add_argument("--balancer", choices=tuple(BALANCERS), default="round_robin")
     p.add_argument("--seed", type=int, default=0)
     w = p.add_argument_group(
@@ -86,22 +111,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     src = w.add_mutually_exclusive_group()
     src.add_argument("--trace", metavar="conv|code|FILE", help="Azure LLM trace 2023 or a CSV")
-    src.add_argument("--poisson", type=float, metavar="RATE", help="Poisson arrivals, req/s")
+    src.add_argument("--poisson", type=_RATE, metavar="RATE", help="Poisson arrivals, req/s")
     src.add_argument("--ramp", metavar="FROM:TO", help="rate rising linearly, req/s")
     src.add_argument(
         "--concurrency",
-        type=int,
+        type=bounded_int(1, MAX_SCHEDULED),
         metavar="N",
         help="closed loop: N requests in flight, as vllm bench serve --max-concurrency N",
     )
-    w.add_argument("--num-prompts", type=int, default=1000, help="closed loop: counted requests")
-    w.add_argument("--warmup", type=int, default=0, help="closed loop: uncounted first requests")
-    w.add_argument("--rate-multiplier", type=float, default=1.0, help="trace speed-up")
-    w.add_argument("--trace-start", type=_seconds, default=0.0, help="offset into the trace")
+    w.add_argument(
+        "--num-prompts",
+        type=bounded_int(1, MAX_SCHEDULED),
+        default=1000,
+        help="closed loop: counted requests",
+    )
+    w.add_argument(
+        "--warmup",
+        type=bounded_int(0, MAX_SCHEDULED),
+        default=0,
+        help="closed loop: uncounted first requests",
+    )
+    w.add_argument("--rate-multiplier", type=_MULTIPLIER, default=1.0, help="trace speed-up")
+    w.add_argument("--trace-start", type=_OFFSET, default=0.0, help="offset into the trace")
     w.add_argument("--loop", action="store_true", help="repeat the trace to fill --duration")
-    w.add_argument("--duration", type=_seconds, help="virtual seconds of arrivals, e.g. 600s")
-    w.add_argument("--prompt-mean", type=float, default=1024, help="synthetic prompt tokens")
-    w.add_argument("--output-mean", type=float, default=256, help="synthetic output tokens")
+    w.add_argument("--duration", type=_DURATION, help="virtual seconds of arrivals, e.g. 600s")
+    w.add_argument("--prompt-mean", type=_MEAN, default=1024, help="synthetic prompt tokens")
+    w.add_argument("--output-mean", type=_MEAN, default=256, help="synthetic output tokens")
     w.add_argument(
         "--length-dist",
         choices=("fixed", "exponential", "lognormal"),
@@ -109,8 +144,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     _engine_flags(p)
     o = p.add_argument_group("output")
-    o.add_argument("--slo-ttft", type=_seconds, help="goodput SLO on TTFT, e.g. 500ms")
-    o.add_argument("--slo-itl", type=_seconds, help="goodput SLO on per-request ITL p95")
+    o.add_argument("--slo-ttft", type=_SLO, help="goodput SLO on TTFT, e.g. 500ms")
+    o.add_argument("--slo-itl", type=_SLO, help="goodput SLO on per-request ITL p95")
     o.add_argument("--json", action="store_true", help="print figures as JSON")
     o.add_argument("--records", metavar="FILE", help="per-request records (.csv or .jsonl)")
     o.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -151,10 +186,12 @@ def _positive(flag: str, value: float | None, *, allow_zero: bool = False) -> No
 def _ramp(text: str) -> tuple[float, float]:
     try:
         start, end = (float(part) for part in text.split(":"))
+        for rate in (start, end):
+            check_number(rate, 0, RATE_MAX)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"--ramp: each rate {exc}") from None
     except ValueError:
         raise UsageError(f"--ramp must be FROM:TO in req/s, got {text!r}") from None
-    _positive("--ramp", start, allow_zero=True)
-    _positive("--ramp", end, allow_zero=True)
     return start, end
 
 
@@ -189,14 +226,17 @@ def _workload(args: argparse.Namespace) -> tuple[list[SimRequest], float, str]:
             raise UsageError("--duration is required with --poisson and --ramp")
         prompt, output = _lengths(args)
         if args.poisson is not None:
-            _positive("--poisson", args.poisson)
+            check_schedule_size(args.poisson * args.duration, "--poisson x --duration")
             reqs = wl.poisson(args.poisson, args.duration, prompt, output, args.seed)
             return reqs, args.duration, f"poisson {args.poisson} req/s"
         start, end = _ramp(args.ramp)
+        check_schedule_size((start + end) / 2 * args.duration, "--ramp x --duration")
         reqs = wl.ramp(start, end, args.duration, prompt, output, args.seed)
         return reqs, args.duration, f"ramp {start}->{end} req/s"
     trace = args.trace or "conv"
     try:
+        if args.loop and args.duration is not None:
+            _check_looped_trace(trace, args)
         reqs = wl.azure_trace(
             trace,
             rate_multiplier=args.rate_multiplier,
@@ -208,6 +248,14 @@ def _workload(args: argparse.Namespace) -> tuple[list[SimRequest], float, str]:
         raise UsageError(f"--trace {trace}: {exc}") from None
     until = args.duration if args.duration is not None else (reqs[-1].arrival if reqs else 0.0)
     return reqs, until, f"trace {trace} x{args.rate_multiplier}"
+
+
+def _check_looped_trace(trace: str, args: argparse.Namespace) -> None:
+    """A looped trace repeats until --duration: estimate the count from one pass first."""
+    one_pass = wl.azure_trace(trace, rate_multiplier=args.rate_multiplier, start=args.trace_start)
+    if one_pass:
+        span = max(one_pass[-1].arrival, 1e-9)
+        check_schedule_size(len(one_pass) * args.duration / span, "--loop x --duration")
 
 
 def _profiles(args: argparse.Namespace) -> Catalog:
@@ -248,8 +296,6 @@ def simulate(args: argparse.Namespace) -> tuple[RunResult | BenchServeFigures, d
         model = catalog.model(args.model)
     except KeyError as exc:
         raise UsageError(f"--model: {exc.args[0]}") from None
-    if args.replicas < 1:
-        raise UsageError(f"--replicas must be >= 1, got {args.replicas}")
     if (args.slo_ttft is None) != (args.slo_itl is None):
         raise UsageError("--slo-ttft and --slo-itl go together")
     cfg = _engine_config(args)

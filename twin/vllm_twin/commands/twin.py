@@ -65,6 +65,9 @@ def choose_host(requested: str | None) -> tuple[str, str | None]:
     return LOOPBACK, f"--host {requested} ignored: the twin binds {LOOPBACK} only"
 
 
+MAX_PORT = 65535
+
+
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         targs = parse_vllm_argv(argv, os.environ if env is None else env)
@@ -87,7 +90,15 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     host, note = choose_host(targs.host)
     if note:
         log.warning(note)
-    asyncio.run(_serve(targs, setup, host))
+    if not 0 <= targs.port <= MAX_PORT:
+        sys.stderr.write(f"vllm twin: error: --port must be in [0, {MAX_PORT}], got {targs.port}\n")
+        return 2
+    try:
+        asyncio.run(_serve(targs, setup, host))
+    except OSError as exc:  # the port is taken, or not ours to bind
+        reason = exc.strerror or str(exc)
+        sys.stderr.write(f"vllm twin: error: cannot listen on {host}:{targs.port}: {reason}\n")
+        return 2
     return 0
 
 
