@@ -63,9 +63,12 @@ class OperatorConfig(BaseModel):
         description="Port of the operator's own /metrics (vllm_operator_*); off when unset.",
     )
     metrics_address: str = Field(
-        default="0.0.0.0",
+        default="127.0.0.1",
         min_length=1,
-        description="Address the /metrics port binds (the pod's; 127.0.0.1 outside a pod).",
+        description=(
+            "Address the /metrics port binds: the pod IP in the chart (downward API), "
+            "127.0.0.1 by default so that nothing outside the host can reach it."
+        ),
     )
     tuning_time_scale: float = Field(
         default=1.0,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, MetricsHandler
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -33,7 +37,47 @@ AT_BOUND = Gauge(
 )
 
 
-def serve_metrics(port: int, addr: str = "0.0.0.0") -> None:
-    from prometheus_client import start_http_server
+# prometheus_client's own server starts a thread per connection and never times one out, so a
+# client that opens connections and sends nothing exhausts the process. This one serves at most
+# MAX_CONNECTIONS at once (the rest are closed at once) and drops a connection idle for
+# CONNECTION_TIMEOUT_S; a scrape needs one short connection.
+MAX_CONNECTIONS: Final = 8
+CONNECTION_TIMEOUT_S: Final = 10.0
 
-    start_http_server(port, addr=addr, registry=REGISTRY)
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def build_metrics_server(port: int, addr: str) -> BoundedHTTPServer:
+    """The /metrics server, bound but not yet serving (port 0 picks a free port)."""
+    base = MetricsHandler.factory(REGISTRY)
+    handler = type("TimedMetricsHandler", (base,), {"timeout": CONNECTION_TIMEOUT_S})
+    return BoundedHTTPServer((addr, port), handler)
+
+
+def serve_metrics(port: int, addr: str) -> BoundedHTTPServer:
+    """Serve /metrics on addr:port from a daemon thread."""
+    server = build_metrics_server(port, addr)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

@@ -68,6 +68,7 @@ def test_default_deployment_runs_one_operator_cluster_wide(helm_bin: Helm) -> No
         "ClusterRoleBinding",
         "ConfigMap",
         "Deployment",
+        "NetworkPolicy",
         "ServiceAccount",
     ]
     dep = find(docs, "Deployment", FULLNAME)
@@ -84,7 +85,7 @@ def test_default_deployment_runs_one_operator_cluster_wide(helm_bin: Helm) -> No
     c = operator_container(docs)
     assert c["image"] == "vllm-operator:0.1.0"  # appVersion
     assert c["command"] == ["vllm-operator", "run"]
-    assert c["args"] == ["--all-namespaces", "--liveness=http://0.0.0.0:8080/healthz"]
+    assert c["args"] == ["--all-namespaces", "--liveness=http://$(POD_IP):8080/healthz"]
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -96,6 +97,10 @@ def test_default_deployment_runs_one_operator_cluster_wide(helm_bin: Helm) -> No
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["VLLM_OPERATOR_CONFIG"] == "/etc/vllm-operator/config.yaml"
     assert env["VLLM_OPERATOR_RESYNC_SECONDS"] == "300"
+    # /metrics and /healthz bind the pod IP from the downward API, never 0.0.0.0.
+    assert env["VLLM_OPERATOR_METRICS_ADDRESS"] == "$(POD_IP)"
+    pod_ip = next(e for e in c["env"] if e["name"] == "POD_IP")
+    assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     assert set(mounts) == {"/etc/vllm-operator", "/tmp"}
     # every object carries the recommended labels
@@ -122,7 +127,7 @@ def test_namespaced_mode_grants_roles_per_namespace_only(helm_bin: Helm) -> None
     assert c["args"] == [
         "--namespace=llm-prod",
         "--namespace=llm-staging",
-        "--liveness=http://0.0.0.0:8080/healthz",
+        "--liveness=http://$(POD_IP):8080/healthz",
     ]
     roles = [d for d in docs if d["kind"] == "Role"]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
@@ -334,3 +339,13 @@ def test_schema_refuses_bad_values(helm_bin: Helm, sets: list[str], message: str
     proc = helm_bin.template(sets=sets, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
+
+
+def test_network_policy_admits_only_metrics_scrapes(helm_bin: Helm) -> None:
+    (policy,) = [d for d in render(helm_bin, "default.yaml") if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {}}]}
+    ]
+    off = render(helm_bin, "default.yaml", "networkPolicy.enabled=false")
+    assert not [d for d in off if d["kind"] == "NetworkPolicy"]

@@ -81,5 +81,5 @@ namespace. kopf's liveness endpoint listens on every pod address so the kubelet 
 {{- else }}
 - --all-namespaces
 {{- end }}
-- --liveness=http://0.0.0.0:{{ .Values.health.port }}/healthz
+- --liveness=http://$(POD_IP):{{ .Values.health.port }}/healthz
 {{- end -}}

@@ -67,9 +67,17 @@ spec:
           valueFrom:
             fieldRef:
               fieldPath: metadata.namespace
+        # /metrics and /healthz bind the pod IP only (not 0.0.0.0): reachable through the pod
+        # network, where the NetworkPolicy applies, and by the kubelet's probe.
+        - name: POD_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: status.podIP
         # The operator's own /metrics (vllm_operator_*), on the port the Service targets.
         - name: VLLM_OPERATOR_METRICS_PORT
           value: {{ .Values.metrics.port | quote }}
+        - name: VLLM_OPERATOR_METRICS_ADDRESS
+          value: $(POD_IP)
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
