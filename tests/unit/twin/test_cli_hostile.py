@@ -61,6 +61,14 @@ LOADGEN_FLAGS = {
 }
 
 
+HOSTILE_SETTINGS = settings(
+    derandomize=True,
+    max_examples=PROPERTY_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
 def _argv(flags: dict[str, str]) -> Any:
     pairs = st.tuples(st.sampled_from(sorted(flags)), st.sampled_from(HOSTILE))
     return st.lists(pairs, min_size=1, max_size=3).map(
@@ -84,12 +92,7 @@ def _check(code: int, err: str, argv: list[str]) -> None:
         assert "Traceback" not in err, (argv, err)
 
 
-@settings(
-    derandomize=True,
-    max_examples=PROPERTY_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@HOSTILE_SETTINGS
 @given(extra=_argv(SIMULATE_FLAGS))
 def test_simulate_never_hangs_or_crashes(
     extra: list[str], capsys: pytest.CaptureFixture[str]
@@ -98,12 +101,7 @@ def test_simulate_never_hangs_or_crashes(
     _check(*_run(argv, capsys), argv)
 
 
-@settings(
-    derandomize=True,
-    max_examples=PROPERTY_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@HOSTILE_SETTINGS
 @given(extra=_argv(LOADGEN_FLAGS))
 def test_loadgen_never_hangs_or_crashes(
     extra: list[str], capsys: pytest.CaptureFixture[str]
