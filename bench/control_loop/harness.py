@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from vllm_operator.api.budgets import BUDGET_FIELDS
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.api.status import BudgetValues
 from vllm_operator.render.args import apply_overrides, build_args
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine import EngineConfig
@@ -40,7 +40,7 @@ def engine_config(
 ) -> EngineConfig:
     """The flags the pods run: the operator's renderer, parsed by the twin's `vllm serve` parser."""
     values = {f.attr: (overrides or {}).get(f.key) for f in BUDGET_FIELDS}
-    rendered = apply_overrides(spec, TuningOverrides(**values))
+    rendered = apply_overrides(spec, BudgetValues(**values))
     return parse_vllm_argv(build_args(rendered), {}).engine
 
 

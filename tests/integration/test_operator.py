@@ -97,6 +97,11 @@ def test_example_becomes_ready_on_its_gpu_type(
     assert svc["status"]["effective"]["args"] == args
 
     dep = apps.read_namespaced_deployment(name, namespace)
+    # status.effective comes from the same rendering as the Deployment the pods run
+    assert "image" not in obj["spec"]
+    effective = svc["status"]["effective"]
+    assert effective["image"] == dep.spec.template.spec.containers[0].image
+    assert effective["specHash"] == dep.spec.template.metadata.labels[f"{GROUP}/spec-hash"]
     limits = dep.spec.template.spec.containers[0].resources.limits
     assert limits["nvidia.com/gpu"] == str(obj["spec"]["gpu"]["count"])
     assert dep.metadata.owner_references[0].kind == "VLLMService"
@@ -123,6 +128,9 @@ def test_budget_edit_rolls_the_deployment(
     assert svc["metadata"]["generation"] == first["metadata"]["generation"] + 1
     assert svc["status"]["observedGeneration"] == svc["metadata"]["generation"]
     assert flag_value(container_args(apps, namespace, name), "--max-num-active-seqs") == "4"
+    labels = apps.read_namespaced_deployment(name, namespace).spec.template.metadata.labels
+    assert svc["status"]["effective"]["specHash"] == labels[f"{GROUP}/spec-hash"]
+    assert svc["status"]["effective"]["specHash"] != first["status"]["effective"]["specHash"]
 
 
 def test_drift_is_repaired(

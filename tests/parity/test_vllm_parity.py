@@ -112,7 +112,7 @@ class Example:
 
 def _load_example(path: Path) -> Example:
     svc = parse_vllmservice(yaml.safe_load(path.read_text(encoding="utf-8")))
-    deployment = next(m for m in render_all(svc, CFG) if m["kind"] == "Deployment")
+    deployment = next(m for m in render_all(svc, CFG).manifests if m["kind"] == "Deployment")
     containers = deployment["spec"]["template"]["spec"]["containers"]
     container = next(c for c in containers if c["name"] == "vllm")
     return Example(path.stem, svc.spec, container)

@@ -13,7 +13,6 @@ from vllm_operator.api import flags
 from vllm_operator.api.budgets import BUDGET_FIELDS, BUDGET_KEYS
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.errors import InvalidSpecError, format_location, parse_vllmservice
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.rules import RULES
 from vllm_operator.api.spec import AutotuneBounds, RunningBudgets, VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues, VLLMServiceStatus
@@ -271,17 +270,6 @@ def test_budget_table_matches_the_models() -> None:
     bounds_keys = [info.alias for info in AutotuneBounds.model_fields.values()]
     assert sorted(bounds_keys) == sorted(BUDGET_KEYS)
     assert [f.attr for f in BUDGET_FIELDS] == list(BudgetValues.model_fields)
-    assert [f.attr for f in BUDGET_FIELDS] == list(TuningOverrides.model_fields)[1:]
-
-
-def test_tuning_overrides_round_trip_through_budget_values() -> None:
-    overrides = TuningOverrides(max_seqs=32, max_active_seqs=8, replicas=3)
-    values = overrides.budget_values()
-    assert values == BudgetValues(max_seqs=32, max_active_seqs=8)
-    assert TuningOverrides.from_budget_values(values, replicas=3) == overrides
-    assert TuningOverrides.from_budget_values(None) == TuningOverrides()
-    with pytest.raises(ValidationError):
-        TuningOverrides(max_seqs=0)
 
 
 STATUS = {

@@ -10,15 +10,16 @@ import pytest
 from tests.fixtures.specs.cases import merge_patch
 from vllm_operator.api import flags
 from vllm_operator.api.errors import parse_vllmservice
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.status import BudgetValues
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.config import load_operator_config
 from vllm_operator.render import (
+    NO_OVERRIDES,
     RenderError,
-    build_effective,
-    build_effective_args,
+    apply_overrides,
+    build_args,
     overrides_from_status,
+    render_all,
 )
 
 BASE: dict[str, Any] = {
@@ -34,9 +35,8 @@ def _svc(patch: dict[str, Any]) -> VLLMService:
     return parse_vllmservice(merge_patch(BASE, patch))
 
 
-def _args(spec_patch: dict[str, Any], overrides: TuningOverrides | None = None) -> list[str]:
-    svc = _svc({"spec": spec_patch})
-    return build_effective_args(svc) if overrides is None else build_effective_args(svc, overrides)
+def _args(spec_patch: dict[str, Any], overrides: BudgetValues = NO_OVERRIDES) -> list[str]:
+    return build_args(apply_overrides(_svc({"spec": spec_patch}).spec, overrides))
 
 
 def test_unset_fields_are_omitted() -> None:
@@ -153,19 +153,19 @@ def test_every_typed_flag_is_one_that_extra_args_may_not_repeat() -> None:
 
 
 def test_overrides_replace_spec_budgets_and_fill_unset_ones() -> None:
-    overrides = TuningOverrides(max_active_seqs=4, max_requests=64, replicas=5)
+    overrides = BudgetValues(max_active_seqs=4, max_requests=64)
     args = _args(FULL_SPEC, overrides)
     expected = list(FULL_ARGS)
     expected[expected.index("--max-num-queued-reqs") + 1] = "64"
     expected[expected.index("--max-num-active-seqs") + 1] = "4"
     assert args == expected
-    assert _args({}, TuningOverrides(max_seqs=32)) == [*DEFAULT_ARGS, "--max-num-seqs", "32"]
-    assert _args({}, TuningOverrides(replicas=3)) == DEFAULT_ARGS
+    assert _args({}, BudgetValues(max_seqs=32)) == [*DEFAULT_ARGS, "--max-num-seqs", "32"]
+    assert _args({}, BudgetValues()) == DEFAULT_ARGS
 
 
 def test_overrides_that_break_a_rule_are_refused() -> None:
     with pytest.raises(RenderError) as info:
-        _args(FULL_SPEC, TuningOverrides(max_active_seqs=32))
+        _args(FULL_SPEC, BudgetValues(max_active_seqs=32))
     assert str(info.value) == (
         "status.tuning.overrides: tuned budgets break a rule: "
         "spec.budgets.running.maxActiveSeqs must be <= spec.budgets.running.maxSeqs"
@@ -176,9 +176,14 @@ def test_model_with_yaml_specials_stays_one_arg() -> None:
     assert _args({"model": "/models/a: b #c"})[0] == "/models/a: b #c"
 
 
-def test_build_effective_is_the_status_wire_form() -> None:
+def test_effective_status_is_the_wire_form_of_what_was_rendered() -> None:
     svc = _svc({"spec": {**FULL_SPEC, "image": "registry.local/vllm:0.33.0"}})
-    assert build_effective(svc, TuningOverrides(max_seqs=24)) == {
+    cfg = load_operator_config({})
+    rendered = render_all(svc, cfg, BudgetValues(max_seqs=24))
+    spec_hash = rendered.manifests[0]["spec"]["template"]["metadata"]["labels"][
+        "serving.vllmop.io/spec-hash"
+    ]
+    assert rendered.effective_status() == {
         "args": [a if a != "16" else "24" for a in FULL_ARGS],
         "image": "registry.local/vllm:0.33.0",
         "budgets": {
@@ -190,26 +195,31 @@ def test_build_effective_is_the_status_wire_form() -> None:
         },
         "tensorParallelSize": 1,
         "pipelineParallelSize": 2,
+        "specHash": spec_hash,
     }
-    cfg = load_operator_config({})
-    assert build_effective(_svc({}), cfg=cfg) == {
+    # no spec.image: status names the operator's default image, which the pods run
+    default = render_all(_svc({}), cfg)
+    template = default.manifests[0]["spec"]["template"]
+    assert template["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.33.0"
+    assert default.effective_status() == {
         "args": DEFAULT_ARGS,
         "image": "vllm/vllm-openai:v0.33.0",
         "budgets": {},
         "tensorParallelSize": 1,
         "pipelineParallelSize": 1,
+        "specHash": template["metadata"]["labels"]["serving.vllmop.io/spec-hash"],
     }
 
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("Auto", TuningOverrides(max_active_seqs=8)),
-        ("Recommend", TuningOverrides()),
-        ("Off", TuningOverrides()),
+        ("Auto", BudgetValues(max_active_seqs=8)),
+        ("Recommend", BudgetValues()),
+        ("Off", BudgetValues()),
     ],
 )
-def test_overrides_from_status_only_in_auto_mode(mode: str, expected: TuningOverrides) -> None:
+def test_overrides_from_status_only_in_auto_mode(mode: str, expected: BudgetValues) -> None:
     svc = _svc(
         {
             "spec": {"autotune": {"mode": mode}},
@@ -220,7 +230,6 @@ def test_overrides_from_status_only_in_auto_mode(mode: str, expected: TuningOver
 
 
 def test_overrides_from_status_without_status_or_autotune() -> None:
-    assert overrides_from_status(_svc({})) == TuningOverrides()
+    assert overrides_from_status(_svc({})) == BudgetValues()
     auto_without_status = _svc({"spec": {"autotune": {"mode": "Auto"}}})
-    assert overrides_from_status(auto_without_status) == TuningOverrides()
-    assert TuningOverrides().budget_values() == BudgetValues()
+    assert overrides_from_status(auto_without_status) == BudgetValues()

@@ -13,7 +13,7 @@ import yaml
 
 from tests.fixtures.specs.cases import merge_patch
 from vllm_operator.api.errors import parse_vllmservice
-from vllm_operator.api.overrides import TuningOverrides
+from vllm_operator.api.status import BudgetValues
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.catalog import build_gpu_catalog
 from vllm_operator.cli import UsageError
@@ -25,7 +25,6 @@ from vllm_operator.render import (
     UnknownGPUTypeError,
     build_selector_string,
     render_all,
-    render_all_with_report,
 )
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "operator" / "vllm_operator" / "templates"
@@ -52,7 +51,7 @@ def _svc(patch: dict[str, Any] | None = None) -> VLLMService:
 
 
 def _by_kind(svc: VLLMService, cfg: OperatorConfig = CFG, **kw: Any) -> dict[str, dict[str, Any]]:
-    return {m["kind"]: m for m in render_all(svc, cfg, **kw)}
+    return {m["kind"]: m for m in render_all(svc, cfg, **kw).manifests}
 
 
 def _pod(svc: VLLMService, **kw: Any) -> dict[str, Any]:
@@ -66,7 +65,7 @@ def _container(svc: VLLMService) -> dict[str, Any]:
 
 
 def test_minimal_renders_a_deployment_and_a_service() -> None:
-    manifests = render_all(_svc(), CFG)
+    manifests = render_all(_svc(), CFG).manifests
     assert [(m["apiVersion"], m["kind"]) for m in manifests] == [
         ("apps/v1", "Deployment"),
         ("v1", "Service"),
@@ -179,7 +178,7 @@ def test_monitors_whole_objects() -> None:
             }
         }
     )
-    manifests = render_all(svc, CFG)
+    manifests = render_all(svc, CFG).manifests
     assert [m["kind"] for m in manifests] == [
         "Deployment",
         "Service",
@@ -221,10 +220,10 @@ def test_service_monitor_selects_the_service_and_pods_carry_the_target_labels() 
 
 
 def test_owner_reference_only_for_stored_objects() -> None:
-    for manifest in render_all(_svc(), CFG):
+    for manifest in render_all(_svc(), CFG).manifests:
         assert "ownerReferences" not in manifest["metadata"]
     owned = _svc({"metadata": {"uid": "0b7d-uid"}, "spec": {"monitoring": {"podMonitor": True}}})
-    for manifest in render_all(owned, CFG):
+    for manifest in render_all(owned, CFG).manifests:
         assert manifest["metadata"]["ownerReferences"] == [
             {
                 "apiVersion": "serving.vllmop.io/v1alpha1",
@@ -238,24 +237,23 @@ def test_owner_reference_only_for_stored_objects() -> None:
 
 
 def test_namespace_is_omitted_when_the_object_has_none() -> None:
-    for manifest in render_all(_svc({"metadata": {"namespace": None}}), CFG):
+    for manifest in render_all(_svc({"metadata": {"namespace": None}}), CFG).manifests:
         assert "namespace" not in manifest["metadata"]
 
 
 @pytest.mark.parametrize(
     ("patch", "overrides", "replicas"),
     [
-        ({}, TuningOverrides(), 1),
-        ({"replicas": 3}, TuningOverrides(), 3),
-        ({"replicas": 0}, TuningOverrides(), 0),
-        ({"replicas": 3}, TuningOverrides(replicas=5), 5),
-        ({"autoscaling": {"enabled": True, "maxReplicas": 4}}, TuningOverrides(), None),
-        ({"autoscaling": {"enabled": True, "maxReplicas": 4}}, TuningOverrides(replicas=2), None),
-        ({"autoscaling": {"enabled": False}, "replicas": 2}, TuningOverrides(), 2),
+        ({}, BudgetValues(), 1),
+        ({"replicas": 3}, BudgetValues(), 3),
+        ({"replicas": 0}, BudgetValues(), 0),
+        ({"replicas": 3}, BudgetValues(max_seqs=8), 3),
+        ({"autoscaling": {"enabled": True, "maxReplicas": 4}}, BudgetValues(), None),
+        ({"autoscaling": {"enabled": False}, "replicas": 2}, BudgetValues(), 2),
     ],
 )
 def test_replicas_are_left_to_the_tuner_when_autoscaling(
-    patch: dict[str, Any], overrides: TuningOverrides, replicas: int | None
+    patch: dict[str, Any], overrides: BudgetValues, replicas: int | None
 ) -> None:
     deployment = _by_kind(_svc({"spec": patch}), overrides=overrides)["Deployment"]
     assert deployment["spec"].get("replicas") == replicas
@@ -263,22 +261,20 @@ def test_replicas_are_left_to_the_tuner_when_autoscaling(
 
 
 def test_spec_hash_follows_the_pod_and_nothing_else() -> None:
-    def spec_hash(patch: dict[str, Any], overrides: TuningOverrides | None = None) -> str:
-        result = render_all_with_report(_svc(patch), CFG, overrides or TuningOverrides())
+    def spec_hash(patch: dict[str, Any], overrides: BudgetValues | None = None) -> str:
+        result = render_all(_svc(patch), CFG, overrides or BudgetValues())
         labels = result.manifests[0]["spec"]["template"]["metadata"]["labels"]
-        assert labels["serving.vllmop.io/spec-hash"] == result.spec_hash
-        assert result.effective.spec_hash == result.spec_hash
-        return result.spec_hash
+        assert labels["serving.vllmop.io/spec-hash"] == result.effective.spec_hash
+        return labels["serving.vllmop.io/spec-hash"]  # type: ignore[no-any-return]
 
     base = spec_hash({})
     assert spec_hash({}) == base
     assert spec_hash({"spec": {"replicas": 4}}) == base
     assert spec_hash({"spec": {"monitoring": {"serviceMonitor": True}}}) == base
-    assert spec_hash({}, TuningOverrides(replicas=3)) == base
     changed = [
         spec_hash({"spec": {"image": "vllm/vllm-openai:v0.33.1"}}),
         spec_hash({"spec": {"budgets": {"running": {"maxSeqs": 8}}}}),
-        spec_hash({}, TuningOverrides(max_seqs=8)),
+        spec_hash({}, BudgetValues(max_seqs=8)),
         spec_hash({"spec": {"engine": {"env": [{"name": "A", "value": "1"}]}}}),
         spec_hash({"spec": {"gpu": {"type": "H100-80GB", "count": 2}}}),
     ]
@@ -286,7 +282,7 @@ def test_spec_hash_follows_the_pod_and_nothing_else() -> None:
     # The same args reached two ways give the same pod, so the same hash.
     assert changed[1] == changed[2]
     # The selector never includes the hash: it would orphan pods on every change.
-    deployment = render_all(_svc(), CFG)[0]
+    deployment = render_all(_svc(), CFG).manifests[0]
     assert "serving.vllmop.io/spec-hash" not in deployment["spec"]["selector"]["matchLabels"]
 
 
@@ -453,10 +449,10 @@ def test_report_carries_status_facts_and_warnings() -> None:
             }
         }
     )
-    result = render_all_with_report(svc, CFG)
-    assert result.gpu_resource == "nvidia.com/gpu"
-    assert result.args == result.manifests[0]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert result.effective.args == result.args
+    result = render_all(svc, CFG)
+    container = result.manifests[0]["spec"]["template"]["spec"]["containers"][0]
+    assert result.effective.args == container["args"]
+    assert result.effective.image == container["image"]
     assert result.warnings == [
         "spec.monitoring: serviceMonitor and podMonitor are both on; "
         "Prometheus will scrape every pod twice",
@@ -464,7 +460,7 @@ def test_report_carries_status_facts_and_warnings() -> None:
         "spec.engine.extraArgs: --disable-log-stats turns off the metrics "
         "that autotune and autoscaling read",
     ]
-    assert render_all_with_report(_svc(), CFG).warnings == []
+    assert render_all(_svc(), CFG).warnings == []
     assert build_selector_string(svc) == "serving.vllmop.io/vllmservice=chat"
 
 
@@ -540,8 +536,11 @@ def test_render_command_prints_every_manifest_of_every_document(
     second = _doc({"metadata": {"name": "other"}, "spec": {"monitoring": {"podMonitor": True}}})
     assert _run(tmp_path, _doc() + "---\n" + second) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    expected = render_all(_svc(), CFG) + render_all(
-        _svc({"metadata": {"name": "other"}, "spec": {"monitoring": {"podMonitor": True}}}), CFG
+    expected = (
+        render_all(_svc(), CFG).manifests
+        + render_all(
+            _svc({"metadata": {"name": "other"}, "spec": {"monitoring": {"podMonitor": True}}}), CFG
+        ).manifests
     )
     assert docs == expected
 

@@ -26,7 +26,7 @@ from vllm_operator.config import (
     load_operator_config,
 )
 from vllm_operator.constants import KIND
-from vllm_operator.render import RenderError, render_all_with_report
+from vllm_operator.render import RenderError, render_all
 
 NAME = "render"
 HELP = "Print the manifests a VLLMService renders to (multi-document YAML), no cluster needed."
@@ -83,7 +83,7 @@ def render_text(text: str, source: str, cfg: OperatorConfig) -> tuple[str, list[
     warnings: list[str] = []
     for where, svc in _parse(_load_documents(text, source), source):
         try:
-            result = render_all_with_report(svc, cfg)
+            result = render_all(svc, cfg)
         except RenderError as exc:
             raise UsageError(f"{where}: {exc}") from None
         warnings += [f"{where}: {warning}" for warning in result.warnings]

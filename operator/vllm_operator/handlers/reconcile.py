@@ -24,7 +24,7 @@ from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
-from vllm_operator.render import RenderError, UnknownGPUTypeError, build_effective, render_all
+from vllm_operator.render import RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.summarize import (
@@ -156,9 +156,8 @@ def _reconcile(
     problem: tuple[str, str] | None = None
     try:
         svc = VLLMService.model_validate(body)
-        overrides = overrides_from_status(svc)
-        manifests = render_all(svc, deps.cfg, overrides)
-        effective = build_effective(svc, overrides)
+        rendered = render_all(svc, deps.cfg, overrides_from_status(svc))
+        manifests, effective = rendered.manifests, rendered.effective_status()
     except ValidationError as exc:
         # The API server's schema should have refused this; it can still happen for objects
         # stored before a CRD upgrade. Nothing is applied from a spec we cannot trust.

@@ -1,16 +1,13 @@
-"""Pure rendering: (VLLMService, OperatorConfig, TuningOverrides) -> child manifests."""
+"""Pure rendering: (VLLMService, OperatorConfig, tuning overrides) -> child manifests."""
 
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.render.args import (
     NO_OVERRIDES,
     apply_overrides,
     build_args,
-    build_effective_args,
     compute_effective_budgets,
     compute_parallel_sizes,
 )
-from vllm_operator.render.core import RenderResult, render_all, render_all_with_report
-from vllm_operator.render.effective import build_effective, build_effective_status
+from vllm_operator.render.core import RenderResult, render_all
 from vllm_operator.render.errors import RenderError, TemplateOutputError, UnknownGPUTypeError
 from vllm_operator.render.labels import build_labels, build_selector_labels, build_selector_string
 from vllm_operator.render.overrides import overrides_from_status
@@ -20,13 +17,9 @@ __all__ = [
     "RenderError",
     "RenderResult",
     "TemplateOutputError",
-    "TuningOverrides",
     "UnknownGPUTypeError",
     "apply_overrides",
     "build_args",
-    "build_effective",
-    "build_effective_args",
-    "build_effective_status",
     "build_labels",
     "build_selector_labels",
     "build_selector_string",
@@ -34,5 +27,4 @@ __all__ = [
     "compute_parallel_sizes",
     "overrides_from_status",
     "render_all",
-    "render_all_with_report",
 ]

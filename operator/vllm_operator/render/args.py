@@ -31,17 +31,15 @@ from pydantic import ValidationError
 from vllm_operator.api import flags
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.errors import format_validation_error
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.spec import EngineSpec, VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues
-from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
 
-NO_OVERRIDES: Final = TuningOverrides()
+NO_OVERRIDES: Final = BudgetValues()
 
 
-def apply_overrides(spec: VLLMServiceSpec, overrides: TuningOverrides) -> VLLMServiceSpec:
+def apply_overrides(spec: VLLMServiceSpec, overrides: BudgetValues) -> VLLMServiceSpec:
     """The spec with tuned budgets in place, validated by the same rules as user input.
 
     The tuner should never propose values that break a rule, but pods that crash-loop on a bad
@@ -121,8 +119,3 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
         args += _opt(field.flag, getattr(budgets, field.attr))
     args += engine.extra_args
     return args
-
-
-def build_effective_args(svc: VLLMService, overrides: TuningOverrides = NO_OVERRIDES) -> list[str]:
-    """The exact args the pods run for `svc` under `overrides` (status.effective.args)."""
-    return build_args(apply_overrides(svc.spec, overrides))

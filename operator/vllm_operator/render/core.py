@@ -1,11 +1,10 @@
-"""render_all: (VLLMService, OperatorConfig, TuningOverrides) -> child manifests. Pure."""
+"""render_all: (VLLMService, OperatorConfig, tuning overrides) -> child manifests. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues, EffectiveStatus
 from vllm_operator.api.v1alpha1 import VLLMService
@@ -15,9 +14,9 @@ from vllm_operator.render.args import (
     apply_overrides,
     build_args,
     compute_effective_budgets,
+    compute_parallel_sizes,
 )
 from vllm_operator.render.deployment import build_deployment_values
-from vllm_operator.render.effective import build_effective_status
 from vllm_operator.render.hardware import check_hardware_defaults
 from vllm_operator.render.monitoring import MONITORING_API_VERSION, build_monitor_values
 from vllm_operator.render.placement import compute_gpu_placement
@@ -27,15 +26,15 @@ from vllm_operator.render.templates import render_manifest
 
 @dataclass(frozen=True)
 class RenderResult:
-    """Manifests in apply order, plus what status needs to report about them."""
+    """Manifests in apply order, what status.effective reports about them, and warnings."""
 
     manifests: list[dict[str, Any]]
-    args: list[str]
-    budgets: BudgetValues
-    spec_hash: str
-    gpu_resource: str
     effective: EffectiveStatus
     warnings: list[str] = field(default_factory=list)
+
+    def effective_status(self) -> dict[str, Any]:
+        """status.effective as the wire dict (camelCase, unset fields left out)."""
+        return self.effective.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def compute_warnings(spec: VLLMServiceSpec) -> list[str]:
@@ -60,20 +59,22 @@ def compute_warnings(spec: VLLMServiceSpec) -> list[str]:
     return warnings
 
 
-def render_all_with_report(
-    svc: VLLMService, cfg: OperatorConfig, overrides: TuningOverrides = NO_OVERRIDES
+def render_all(
+    svc: VLLMService, cfg: OperatorConfig, overrides: BudgetValues = NO_OVERRIDES
 ) -> RenderResult:
-    """Every child manifest of `svc`, with the effective args, budgets and hash.
+    """Every child manifest of `svc` (Deployment, Service, monitors) in apply order, with what
+    the pods run (status.effective: args, image, budgets, parallelism and the spec hash).
 
-    Raises UnknownGPUTypeError (spec.gpu.type not in cfg.gpu_catalog) and other RenderErrors,
-    each naming the field to fix.
+    One pass computes each value once, so status reports exactly what was rendered. Raises
+    UnknownGPUTypeError (spec.gpu.type not in cfg.gpu_catalog) and other RenderErrors, each
+    naming the field to fix.
     """
     spec = apply_overrides(svc.spec, overrides)
     placement = compute_gpu_placement(spec.gpu, cfg.gpu_catalog)
     check_hardware_defaults(spec, cfg.gpu_catalog)
     args = build_args(spec)
     templates = cfg.template_dir
-    deployment = build_deployment_values(svc, spec, cfg, args, placement, overrides)
+    deployment = build_deployment_values(svc, spec, cfg, args, placement)
     manifests = [
         render_manifest(
             "deployment.yaml.j2",
@@ -105,19 +106,13 @@ def render_all_with_report(
                     template_dir=templates,
                 )
             )
-    return RenderResult(
-        manifests=manifests,
+    tp, pp = compute_parallel_sizes(spec)
+    effective = EffectiveStatus(
         args=args,
+        image=deployment["container"]["image"],
         budgets=compute_effective_budgets(spec),
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
         spec_hash=deployment["spec_hash"],
-        gpu_resource=placement.resource_name,
-        effective=build_effective_status(svc, overrides, cfg, deployment["spec_hash"]),
-        warnings=compute_warnings(spec),
     )
-
-
-def render_all(
-    svc: VLLMService, cfg: OperatorConfig, overrides: TuningOverrides = NO_OVERRIDES
-) -> list[dict[str, Any]]:
-    """Every child manifest of `svc` (Deployment, Service, monitors), in apply order."""
-    return render_all_with_report(svc, cfg, overrides).manifests
+    return RenderResult(manifests=manifests, effective=effective, warnings=compute_warnings(spec))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from vllm_operator.api.overrides import TuningOverrides
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.config import OperatorConfig
@@ -54,7 +53,6 @@ def build_deployment_values(
     cfg: OperatorConfig,
     args: list[str],
     placement: GPUPlacement,
-    overrides: TuningOverrides,
 ) -> dict[str, Any]:
     """Values for deployment.yaml.j2. `spec` is svc.spec with tuning overrides applied.
 
@@ -75,14 +73,9 @@ def build_deployment_values(
     labels = build_labels(svc)
     spec_hash = compute_spec_hash({"labels": labels, "pod": pod_spec})
     autoscaled = spec.autoscaling is not None and spec.autoscaling.enabled
-    replicas = (
-        None
-        if autoscaled
-        else (overrides.replicas if overrides.replicas is not None else spec.replicas)
-    )
     return {
         "metadata": build_metadata(svc, labels),
-        "replicas": replicas,
+        "replicas": None if autoscaled else spec.replicas,
         "progress_deadline_seconds": PROGRESS_DEADLINE_S,
         "selector_labels": build_selector_labels(svc),
         "strategy": STRATEGY,
