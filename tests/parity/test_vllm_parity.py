@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel
 
 from tests.fixtures.specs.cases import merge_patch
-from vllm_operator.api import flags
+from vllm_operator.api import flags, rules
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.errors import InvalidSpecError, parse_vllmservice
 from vllm_operator.api.spec import VLLMServiceSpec
@@ -265,7 +265,7 @@ FLAG_VALUES: dict[str, str | None] = {
 def _spelling_cases() -> dict[str, ProbeCase]:
     h100 = _device("H100-80GB")
     cases = {}
-    for owned in flags.OWNED_FLAGS:
+    for owned in rules.OWNED_FLAGS:
         value = FLAG_VALUES.get(owned.flag, "missing")
         for spelling in owned.spellings:
             takes_value = value is not None and spelling not in owned.negatives
@@ -497,7 +497,7 @@ def test_cross_field_rule_agrees_with_vllm(case: RuleCase, probed: ProbeAnswer) 
 
 
 def test_every_reserved_flag_has_a_probe_value() -> None:
-    assert {owned.flag for owned in flags.OWNED_FLAGS} == set(FLAG_VALUES)
+    assert {owned.flag for owned in rules.OWNED_FLAGS} == set(FLAG_VALUES)
 
 
 @pytest.mark.parametrize("case_id", sorted(_spelling_cases()))

@@ -10,12 +10,11 @@ from pydantic import BaseModel, ValidationError
 
 from tests.fixtures.specs.cases import BAD_SPECS, GOOD_SPECS, SpecCase, load_cases, merge_patch
 from vllm_operator.api import flags
-from vllm_operator.api.budgets import BUDGET_FIELDS, BUDGET_KEYS
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.errors import InvalidSpecError, format_location, parse_vllmservice
 from vllm_operator.api.rules import RULES
-from vllm_operator.api.spec import AutotuneBounds, RunningBudgets, VLLMServiceSpec
-from vllm_operator.api.status import BudgetValues, VLLMServiceStatus
+from vllm_operator.api.spec import RunningBudgets, VLLMServiceSpec
+from vllm_operator.api.status import VLLMServiceStatus
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.constants import API_VERSION, KIND
 
@@ -257,19 +256,6 @@ def test_extra_args_with_a_trailing_newline_still_match_like_re2() -> None:
     obj = merge_patch(BASE, {"spec": {"engine": {"extraArgs": ["--max-num-seqs\n"]}}})
     # RE2's `$` is end of text only, so CEL would accept this arg; Python must agree.
     assert parse_vllmservice(obj).spec.engine is not None
-
-
-def test_budget_table_matches_the_models() -> None:
-    assert BUDGET_KEYS == (
-        "maxRequests",
-        "maxPrefillTokens",
-        "maxSeqs",
-        "maxActiveSeqs",
-        "maxBatchedTokens",
-    )
-    bounds_keys = [info.alias for info in AutotuneBounds.model_fields.values()]
-    assert sorted(bounds_keys) == sorted(BUDGET_KEYS)
-    assert [f.attr for f in BUDGET_FIELDS] == list(BudgetValues.model_fields)
 
 
 STATUS = {

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.specs.cases import merge_patch
-from vllm_operator.api import flags
+from vllm_operator.api import flags, rules
 from vllm_operator.api.errors import parse_vllmservice
 from vllm_operator.api.status import BudgetValues
 from vllm_operator.api.v1alpha1 import VLLMService
@@ -147,7 +147,7 @@ def test_every_typed_flag_is_one_that_extra_args_may_not_repeat() -> None:
     typed = _args({**FULL_SPEC, "engine": {**FULL_SPEC["engine"], "extraArgs": []}})
     flags_used = [a for a in typed if a.startswith("-")]
     assert len(flags_used) == 15
-    owned = [flags.flag_pattern(f.spellings) for f in flags.OWNED_FLAGS]
+    owned = [flags.flag_pattern(f.spellings) for f in rules.OWNED_FLAGS]
     for flag in flags_used:
         assert any(re.search(pattern, flag) for pattern in owned), flag
 

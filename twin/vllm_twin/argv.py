@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.sim.engine.config import EngineConfig
 
 PROG = "vllm serve"
@@ -104,11 +105,8 @@ def _bool_pair(
 
 def _add_engine_flags(p: argparse.ArgumentParser) -> None:
     """Flags that map to EngineConfig: the twin models them."""
-    p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--max-num-active-seqs", type=int)
-    p.add_argument("--max-num-batched-tokens", type=human_readable_int)
-    p.add_argument("--max-num-queued-reqs", type=int)
-    p.add_argument("--max-num-queued-tokens", type=human_readable_int)
+    for budget in BUDGET_FIELDS:  # the operator's budget table names them and their parsing
+        p.add_argument(budget.flag, type=human_readable_int if budget.human_readable else int)
     p.add_argument("--max-model-len", type=max_model_len_arg)
     p.add_argument(
         "--gpu-memory-utilization", "--device-memory-utilization", type=float, default=0.92
@@ -282,11 +280,7 @@ def _extras_from(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, An
 
 def _engine_config(ns: argparse.Namespace, served_name: str) -> EngineConfig:
     return EngineConfig(
-        max_num_seqs=ns.max_num_seqs,
-        max_num_active_seqs=ns.max_num_active_seqs,
-        max_num_batched_tokens=ns.max_num_batched_tokens,
-        max_num_queued_reqs=ns.max_num_queued_reqs,
-        max_num_queued_tokens=ns.max_num_queued_tokens,
+        **{budget.dest: getattr(ns, budget.dest) for budget in BUDGET_FIELDS},
         max_model_len=ns.max_model_len,
         enable_chunked_prefill=ns.enable_chunked_prefill,
         enable_prefix_caching=ns.enable_prefix_caching,

@@ -1,31 +1,176 @@
-"""The five budget knobs: one table ties a field's wire name to its group, flag and spec path."""
+"""The budget knobs of vLLM's three concurrency layers: one table, and the models made from it.
+
+A row of BUDGET_FIELDS is one budget: its spec group and wire name, its vLLM flag, its `kubectl
+explain` text. From the table come the spec.budgets.<group> models, spec.autotune.bounds,
+BudgetValues (status.effective.budgets, status.tuning.overrides and the renderer's overrides),
+the flags that extraArgs may not repeat, the args the renderer emits and the keys the tuner
+moves. Adding a budget is a row here plus a BudgetKey member; its behaviour in the engine model
+(sim/engine/config.py) is the only other edit. tests/unit/test_budget_table.py checks every
+mirror that cannot be generated (the engine model, the twin's parsers, the CRD) against it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from pydantic import Field, create_model
+from pydantic.alias_generators import to_snake
 
 from vllm_operator.api import flags
+from vllm_operator.api.base import SpecModel, StatusModel
+
+# Budget fields by their wire names; mypy checks every row's key against this list.
+BudgetKey = Literal[
+    "maxRequests", "maxPrefillTokens", "maxSeqs", "maxActiveSeqs", "maxBatchedTokens"
+]
+
+_VLLM_DEFAULT: Final = "Omitted = vLLM's own default (the flag is not passed)."
+_QUEUE_MIN: Final = (
+    "At least 1: vLLM accepts 0 but then refuses every request with 503; "
+    "omit the field for no limit."
+)
 
 
 @dataclass(frozen=True)
 class BudgetField:
-    key: str  # wire name inside its group, also the key in bounds/overrides/status
-    attr: str  # Python attribute name
+    key: BudgetKey  # wire name inside its group, also the key in bounds/overrides/status
     group: str  # spec.budgets.<group>
     flag: str  # vLLM 0.33 flag
+    about: str  # the spec field's description: `kubectl explain` text
+    human_readable: bool = False  # vLLM parses the value with human_readable_int (e.g. 8k)
+    minimum: int = 1  # lowest value the spec accepts
+
+    @property
+    def attr(self) -> str:
+        """Python attribute name on every generated model."""
+        return to_snake(self.key)
+
+    @property
+    def dest(self) -> str:
+        """argparse's dest for the flag: vLLM's EngineArgs field, and the engine model's."""
+        return self.flag.removeprefix("--").replace("-", "_")
 
     @property
     def spec_path(self) -> str:
         return f"spec.budgets.{self.group}.{self.key}"
 
+    @property
+    def owned_flag(self) -> flags.OwnedFlag:
+        return flags.OwnedFlag(self.flag, f"use {self.spec_path}")
+
 
 # Order = the README's three layers (entry valve, running layer, token budget); args follow it.
 BUDGET_FIELDS: Final[tuple[BudgetField, ...]] = (
-    BudgetField("maxRequests", "max_requests", "queue", flags.FLAG_MAX_QUEUED_REQS),
-    BudgetField("maxPrefillTokens", "max_prefill_tokens", "queue", flags.FLAG_MAX_QUEUED_TOKENS),
-    BudgetField("maxSeqs", "max_seqs", "running", flags.FLAG_MAX_SEQS),
-    BudgetField("maxActiveSeqs", "max_active_seqs", "running", flags.FLAG_MAX_ACTIVE_SEQS),
-    BudgetField("maxBatchedTokens", "max_batched_tokens", "tokens", flags.FLAG_MAX_BATCHED_TOKENS),
+    BudgetField(
+        "maxRequests",
+        "queue",
+        flags.FLAG_MAX_QUEUED_REQS,
+        "Entry valve: requests in flight (waiting + running) per replica beyond which the "
+        f"server answers 503 ({flags.FLAG_MAX_QUEUED_REQS}). {_QUEUE_MIN}",
+    ),
+    BudgetField(
+        "maxPrefillTokens",
+        "queue",
+        flags.FLAG_MAX_QUEUED_TOKENS,
+        "Entry valve: prompt tokens still in prefill per replica beyond which the server "
+        f"answers 503 ({flags.FLAG_MAX_QUEUED_TOKENS}). {_QUEUE_MIN}",
+        human_readable=True,
+    ),
+    BudgetField(
+        "maxSeqs",
+        "running",
+        flags.FLAG_MAX_SEQS,
+        "Runner capacity in sequences per engine step; sizes buffers and CUDA graphs "
+        f"({flags.FLAG_MAX_SEQS}). Changing it invalidates the compile cache. {_VLLM_DEFAULT}",
+    ),
+    BudgetField(
+        "maxActiveSeqs",
+        "running",
+        flags.FLAG_MAX_ACTIVE_SEQS,
+        "How many requests may be RUNNING at once; must be <= maxSeqs "
+        f"({flags.FLAG_MAX_ACTIVE_SEQS}). {_VLLM_DEFAULT}",
+    ),
+    BudgetField(
+        "maxBatchedTokens",
+        "tokens",
+        flags.FLAG_MAX_BATCHED_TOKENS,
+        "Tokens per engine step, prefill and decode together "
+        f"({flags.FLAG_MAX_BATCHED_TOKENS}). Must be >= maxSeqs. {_VLLM_DEFAULT}",
+        human_readable=True,
+    ),
 )
 BUDGET_KEYS: Final = tuple(f.key for f in BUDGET_FIELDS)
+BUDGETS_BY_KEY: Final = {f.key: f for f in BUDGET_FIELDS}
+# extraArgs may not carry a budget's flag in any spelling (api/rules.py)
+OWNED_BUDGET_FLAGS: Final = tuple(f.owned_flag for f in BUDGET_FIELDS)
+
+
+class Bound(SpecModel):
+    min: int | None = Field(default=None, ge=1, description="Lowest value the tuner may set.")
+    max: int | None = Field(default=None, ge=1, description="Highest value the tuner may set.")
+
+
+# What mypy sees of the generated models: their fields exist only at run time, so code reads
+# them through the table (getattr with BudgetField.attr) or BudgetValuesModel.get.
+class BudgetGroupModel(SpecModel):
+    pass
+
+
+class BudgetBoundsModel(SpecModel):
+    pass
+
+
+class BudgetValuesModel(StatusModel):
+    def get(self, key: BudgetKey) -> int | None:
+        value = getattr(self, BUDGETS_BY_KEY[key].attr)
+        return None if value is None else int(value)
+
+
+def _model(name: str, base: type[Any], fields: dict[str, Any], doc: str | None = None) -> Any:
+    return create_model(name, __base__=base, __module__=__name__, __doc__=doc, **fields)
+
+
+def _group_model(group: str, name: str) -> Any:
+    fields = {
+        f.attr: (int | None, Field(default=None, ge=f.minimum, description=f.about))
+        for f in BUDGET_FIELDS
+        if f.group == group
+    }
+    return _model(name, BudgetGroupModel, fields)
+
+
+def _bounds_model() -> Any:
+    fields = {
+        f.attr: (
+            Bound | None,
+            Field(
+                default=None,
+                description=f"Range the tuner may move budgets {f.group}.{f.key} within.",
+            ),
+        )
+        for f in BUDGET_FIELDS
+    }
+    return _model("AutotuneBounds", BudgetBoundsModel, fields)
+
+
+def _values_model() -> Any:
+    fields = {
+        f.attr: (int | None, Field(default=None, description=f"{f.flag}.")) for f in BUDGET_FIELDS
+    }
+    doc = "Values of the budget fields; an absent field means vLLM's own default."
+    return _model("BudgetValues", BudgetValuesModel, fields, doc)
+
+
+if TYPE_CHECKING:
+    QueueBudgets = BudgetGroupModel
+    RunningBudgets = BudgetGroupModel
+    TokenBudgets = BudgetGroupModel
+    AutotuneBounds = BudgetBoundsModel
+    BudgetValues = BudgetValuesModel
+else:
+    QueueBudgets = _group_model("queue", "QueueBudgets")
+    RunningBudgets = _group_model("running", "RunningBudgets")
+    TokenBudgets = _group_model("tokens", "TokenBudgets")
+    AutotuneBounds = _bounds_model()
+    BudgetValues = _values_model()

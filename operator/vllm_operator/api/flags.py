@@ -93,12 +93,7 @@ OWNED_FLAGS: Final[tuple[OwnedFlag, ...]] = (
         negatives=(FLAG_NO_PREFIX_CACHING, "--no-enable-prefix-caching"),
     ),
     OwnedFlag(FLAG_SCHEDULING_POLICY, _use("spec.engine.schedulingPolicy")),
-    OwnedFlag(FLAG_MAX_QUEUED_REQS, _use("spec.budgets.queue.maxRequests")),
-    OwnedFlag(FLAG_MAX_QUEUED_TOKENS, _use("spec.budgets.queue.maxPrefillTokens")),
-    OwnedFlag(FLAG_MAX_SEQS, _use("spec.budgets.running.maxSeqs")),
-    OwnedFlag(FLAG_MAX_ACTIVE_SEQS, _use("spec.budgets.running.maxActiveSeqs")),
-    OwnedFlag(FLAG_MAX_BATCHED_TOKENS, _use("spec.budgets.tokens.maxBatchedTokens")),
-)
+)  # the budget flags' rows come from the budget table: api/budgets.py OWNED_BUDGET_FLAGS
 
 REMOVED_KNOBS: Final[tuple[RemovedKnob, ...]] = (
     RemovedKnob(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from vllm_operator.api import flags
-from vllm_operator.api.budgets import BUDGET_KEYS
+from vllm_operator.api.budgets import BUDGET_KEYS, OWNED_BUDGET_FLAGS
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,8 @@ def _bounds_rule(key: str) -> Rule:
     )
 
 
+# Every flag a typed spec field owns: the engine settings', then the budgets'.
+OWNED_FLAGS: Final = (*flags.OWNED_FLAGS, *OWNED_BUDGET_FLAGS)
 _HF_TOKEN_VARS: Final = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 # The Service is named after the object, and Service names are DNS-1035 labels.
 _DNS1035_LABEL: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -182,7 +184,7 @@ RULES: Final[tuple[Rule, ...]] = (
         field_path=".minReplicas",
     ),
     *(_bounds_rule(key) for key in BUDGET_KEYS),
-    *(_args_rule(f.spellings, f.message) for f in flags.OWNED_FLAGS),
+    *(_args_rule(f.spellings, f.message) for f in OWNED_FLAGS),
     *(_args_rule(k.spellings, k.message) for k in flags.REMOVED_KNOBS),
     Rule(
         path=("spec", "engine", "env"),

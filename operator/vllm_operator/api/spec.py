@@ -9,6 +9,11 @@ from pydantic_core import PydanticCustomError
 
 from vllm_operator.api import rules
 from vllm_operator.api.base import INT32_MAX, SpecModel
+from vllm_operator.api.budgets import AutotuneBounds as AutotuneBounds
+from vllm_operator.api.budgets import Bound as Bound
+from vllm_operator.api.budgets import QueueBudgets as QueueBudgets
+from vllm_operator.api.budgets import RunningBudgets as RunningBudgets
+from vllm_operator.api.budgets import TokenBudgets as TokenBudgets
 from vllm_operator.api.durations import Duration, parse_duration
 from vllm_operator.api.envsource import EnvVarSource
 from vllm_operator.api.resources import ResourcesSpec
@@ -23,10 +28,6 @@ RULES_ERROR: Final = "vllmservice_rules"
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 _VLLM_DEFAULT = "Omitted = vLLM's own default (the flag is not passed)."
-_QUEUE_MIN = (
-    "At least 1: vLLM accepts 0 but then refuses every request with 503; "
-    "omit the field for no limit."
-)
 
 GPUTypeName = Annotated[str, Field(min_length=1, max_length=63)]
 ExtraArg = Annotated[str, Field(max_length=EXTRA_ARG_MAX_LENGTH)]
@@ -55,55 +56,6 @@ class GPUSpec(SpecModel):
         description=(
             "Other acceptable catalog GPU types, most preferred first. Pods may then land on any "
             "of spec.gpu.type and these; the scheduler prefers them in this order."
-        ),
-    )
-
-
-class QueueBudgets(SpecModel):
-    max_requests: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Entry valve: requests in flight (waiting + running) per replica beyond which the "
-            f"server answers 503 (--max-num-queued-reqs). {_QUEUE_MIN}"
-        ),
-    )
-    max_prefill_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Entry valve: prompt tokens still in prefill per replica beyond which the server "
-            f"answers 503 (--max-num-queued-tokens). {_QUEUE_MIN}"
-        ),
-    )
-
-
-class RunningBudgets(SpecModel):
-    max_seqs: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Runner capacity in sequences per engine step; sizes buffers and CUDA graphs "
-            f"(--max-num-seqs). Changing it invalidates the compile cache. {_VLLM_DEFAULT}"
-        ),
-    )
-    max_active_seqs: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "How many requests may be RUNNING at once; must be <= maxSeqs "
-            f"(--max-num-active-seqs). {_VLLM_DEFAULT}"
-        ),
-    )
-
-
-class TokenBudgets(SpecModel):
-    max_batched_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Tokens per engine step, prefill and decode together (--max-num-batched-tokens). "
-            f"Must be >= maxSeqs. {_VLLM_DEFAULT}"
         ),
     )
 
@@ -261,23 +213,6 @@ class AutoscalingSpec(SpecModel):
         le=INT32_MAX,
         description="Most replicas when autoscaling; required when enabled.",
     )
-
-
-class Bound(SpecModel):
-    min: int | None = Field(default=None, ge=1, description="Lowest value the tuner may set.")
-    max: int | None = Field(default=None, ge=1, description="Highest value the tuner may set.")
-
-
-def _bound(key: str) -> Any:
-    return Field(default=None, description=f"Range the tuner may move budgets {key} within.")
-
-
-class AutotuneBounds(SpecModel):
-    max_requests: Bound | None = _bound("queue.maxRequests")
-    max_prefill_tokens: Bound | None = _bound("queue.maxPrefillTokens")
-    max_seqs: Bound | None = _bound("running.maxSeqs")
-    max_active_seqs: Bound | None = _bound("running.maxActiveSeqs")
-    max_batched_tokens: Bound | None = _bound("tokens.maxBatchedTokens")
 
 
 class AutotuneSpec(SpecModel):

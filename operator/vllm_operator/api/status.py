@@ -8,11 +8,13 @@ from typing import Final, Literal
 from pydantic import Field
 
 from vllm_operator.api.base import StatusModel
+from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.budgets import BudgetValues as BudgetValues
 
 MAX_DECISIONS: Final = 10
 MAX_RESTART_TIMES: Final = 64
 MAX_WINDOW_SAMPLES: Final = 64
-MAX_HOLDS: Final = 10  # one per budget field and direction
+MAX_HOLDS: Final = 2 * len(BUDGET_FIELDS)  # one per budget field and direction
 
 
 class Condition(StatusModel):
@@ -26,16 +28,6 @@ class Condition(StatusModel):
     last_transition_time: datetime | None = Field(
         default=None, description="When status last changed."
     )
-
-
-class BudgetValues(StatusModel):
-    """Values of the five budget fields; an absent field means vLLM's own default."""
-
-    max_requests: int | None = Field(default=None, description="--max-num-queued-reqs.")
-    max_prefill_tokens: int | None = Field(default=None, description="--max-num-queued-tokens.")
-    max_seqs: int | None = Field(default=None, description="--max-num-seqs.")
-    max_active_seqs: int | None = Field(default=None, description="--max-num-active-seqs.")
-    max_batched_tokens: int | None = Field(default=None, description="--max-num-batched-tokens.")
 
 
 class EffectiveStatus(StatusModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from vllm_operator.api.v1alpha1 import VLLMServiceSpec
 from vllm_operator.catalog import GPUCatalog
+from vllm_operator.render.args import compute_effective_budgets
 from vllm_operator.render.errors import RenderError
 
 
@@ -25,11 +26,10 @@ def vllm_batch_defaults(gpu_type: str, memory_gib: float) -> tuple[int, int]:
 
 def check_hardware_defaults(spec: VLLMServiceSpec, catalog: GPUCatalog) -> None:
     """Raise RenderError when vLLM would refuse the budgets on any acceptable GPU type."""
-    running = spec.budgets.running if spec.budgets else None
-    tokens = spec.budgets.tokens if spec.budgets else None
-    seqs = running.max_seqs if running else None
-    active = running.max_active_seqs if running else None
-    batched = tokens.max_batched_tokens if tokens else None
+    budgets = compute_effective_budgets(spec)
+    seqs = budgets.get("maxSeqs")
+    active = budgets.get("maxActiveSeqs")
+    batched = budgets.get("maxBatchedTokens")
     engine = spec.engine
     chunked = engine.enable_chunked_prefill if engine else None
     model_len = engine.max_model_len if engine else None

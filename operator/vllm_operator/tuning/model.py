@@ -13,15 +13,13 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Final, Literal
 
+# Budget fields the tuner may move, by their spec names (spec.budgets.<group>.<key>).
+from vllm_operator.api.budgets import BudgetKey as BudgetKey
 from vllm_operator.tuning.reasons import Reason
 
 # Why a snapshot cannot be acted on; "ok" when it can.
 Quality = Literal["ok", "missing", "stale", "partial", "invalid", "error"]
 ActionKind = Literal["ScaleReplicas", "SetBudget", "Rollback", "Hold"]
-# Budget fields the tuner may move, by their spec names (spec.budgets.<group>.<key>).
-BudgetKey = Literal[
-    "maxRequests", "maxPrefillTokens", "maxSeqs", "maxActiveSeqs", "maxBatchedTokens"
-]
 
 
 # Largest believable value per figure. Beyond it a figure is a broken exporter or query (a counter

@@ -52,7 +52,9 @@ def state_from_status(
     if status is None:
         return normalize_state(TuningState(), spec, settings)
     values = status.overrides or BudgetValues()
-    overrides = {f.key: v for f in BUDGET_FIELDS if (v := getattr(values, f.attr)) is not None}
+    overrides: dict[str, int] = {
+        f.key: v for f in BUDGET_FIELDS if (v := getattr(values, f.attr)) is not None
+    }
     pending = None
     p = status.pending
     if p is not None and (field := _key(p.field)) is not None:
