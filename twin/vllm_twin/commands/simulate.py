@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.cli import UsageError
 from vllm_operator.sim import runner as sim_runner
@@ -68,11 +69,8 @@ _SLO = bounded_seconds(_seconds, DAY)
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("vLLM flags (omitted = vLLM's default for the GPU)")
-    g.add_argument("--max-num-seqs", type=_COUNT)
-    g.add_argument("--max-num-active-seqs", type=_COUNT)
-    g.add_argument("--max-num-batched-tokens", type=_TOKENS)
-    g.add_argument("--max-num-queued-reqs", type=_COUNT)
-    g.add_argument("--max-num-queued-tokens", type=_TOKENS)
+    for budget in BUDGET_FIELDS:  # the operator's budget table names them and their parsing
+        g.add_argument(budget.flag, type=_TOKENS if budget.human_readable else _COUNT)
     g.add_argument("--max-model-len", type=_TOKENS)
     g.add_argument(
         "--gpu-memory-utilization", type=bounded_float(0, 1, open_low=True), default=0.92
@@ -154,11 +152,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _engine_config(args: argparse.Namespace) -> EngineConfig:
     # flags that map one to one onto EngineConfig fields of the same name
     names = (
-        "max_num_seqs",
-        "max_num_active_seqs",
-        "max_num_batched_tokens",
-        "max_num_queued_reqs",
-        "max_num_queued_tokens",
+        *(budget.dest for budget in BUDGET_FIELDS),
         "max_model_len",
         "gpu_memory_utilization",
         "scheduling_policy",
