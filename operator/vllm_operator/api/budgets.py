@@ -38,7 +38,7 @@ class BudgetField:
     group: str  # spec.budgets.<group>
     flag: str  # vLLM 0.33 flag
     about: str  # the spec field's description: `kubectl explain` text
-    human_readable: bool = False  # vLLM parses the value with human_readable_int (e.g. 8k)
+    human_readable: bool = False  # 8k/8K suffixes, vllm/engine/arg_utils.py human_readable_int
     minimum: int = 1  # lowest value the spec accepts
 
     @property
