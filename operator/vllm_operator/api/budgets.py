@@ -4,8 +4,9 @@ A row of BUDGET_FIELDS is one budget: its spec group and wire name, its vLLM fla
 explain` text. From the table come the spec.budgets.<group> models, spec.autotune.bounds,
 BudgetValues (status.effective.budgets, status.tuning.overrides and the renderer's overrides),
 the flags that extraArgs may not repeat, the args the renderer emits and the keys the tuner
-moves. Adding a budget is a row here plus a BudgetKey member; its behaviour in the engine model
-(sim/engine/config.py) is the only other edit. tests/unit/test_budget_table.py checks every
+moves. Adding a budget is a row here plus a BudgetKey member; its field and behaviour in the
+engine model (sim/engine/config.py, which may not import the API) is the only other source edit;
+then regenerate crds/ and docs (gen_crds, gen_docs). tests/unit/test_budget_table.py checks every
 mirror that cannot be generated (the engine model, the twin's parsers, the CRD) against it.
 """
 
