@@ -38,7 +38,13 @@ def test_create_applies_every_child_under_the_renderers_field_manager() -> None:
     assert [e["reason"] for e in kube.events] == [c.REASON_NOT_READY]
     dep = deployment(kube)
     assert dep["metadata"]["labels"][c.LABEL_SERVICE] == NAME
-    assert service(kube)["status"]["effective"]["args"][0] == "Qwen/Qwen2.5-7B-Instruct"
+    effective = service(kube)["status"]["effective"]
+    assert effective["args"][0] == "Qwen/Qwen2.5-7B-Instruct"
+    # status.effective is the rendering the Deployment carries, image included without spec.image
+    template = dep["spec"]["template"]
+    assert "image" not in service(kube)["spec"]
+    assert effective["image"] == template["spec"]["containers"][0]["image"]
+    assert effective["specHash"] == template["metadata"]["labels"][c.LABEL_SPEC_HASH]
 
 
 def test_a_second_pass_over_an_unchanged_service_writes_nothing() -> None:
