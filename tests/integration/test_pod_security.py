@@ -40,7 +40,9 @@ def restricted(core: client.CoreV1Api, namespace: str) -> str:
 
 def _deployment(example: Path, namespace: str) -> dict[str, Any]:
     svc = parse_vllmservice(yaml.safe_load(example.read_text(encoding="utf-8")))
-    (deployment,) = [m for m in render_all(svc, OperatorConfig()) if m["kind"] == "Deployment"]
+    (deployment,) = [
+        m for m in render_all(svc, OperatorConfig()).manifests if m["kind"] == "Deployment"
+    ]
     deployment["metadata"]["namespace"] = namespace
     return deployment
 

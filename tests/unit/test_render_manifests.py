@@ -636,6 +636,6 @@ def test_cpu_and_memory_are_requests_and_limits(
 def test_catalog_host_figures_may_be_fractional() -> None:
     catalog = build_gpu_catalog({"H100-80GB": {"cpuPerGPU": 2.5, "hostMemoryGiBPerGPU": 1.5}})
     cfg = OperatorConfig(gpu_catalog=catalog)
-    (deployment, _) = render_all(_svc(), cfg)
+    deployment = render_all(_svc(), cfg).manifests[0]
     amounts = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert (amounts["cpu"], amounts["memory"]) == ("2500m", "1536Mi")
