@@ -8,6 +8,7 @@ from vllm_operator.tuning.inputs import Inputs, autoscaling_of, autotune_mode
 from vllm_operator.tuning.model import Decision
 from vllm_operator.tuning.outcome import hold
 from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.scaling import low_load
 
 _QUALITY_REASONS: dict[str, Reason] = {
     "missing": Reason.HOLD_METRICS_MISSING,
@@ -28,7 +29,7 @@ def nothing_to_do(i: Inputs) -> Decision | None:
 
 def metrics_unusable(i: Inputs) -> Decision | None:
     snap = i.snapshot
-    if not snap.usable:
+    if not snap.usable and not short_fleet_idle(i):
         reason = _QUALITY_REASONS.get(snap.quality, Reason.HOLD_METRICS_INVALID)
         return hold(reason, snap.problem or f"metrics are {snap.quality}", snap, i.state)
     age = (i.now - snap.observed_at).total_seconds()
@@ -54,6 +55,8 @@ def fleet_unsteady(i: Inputs) -> Decision | None:
             f"rollout: {fleet.updated}/{fleet.desired} pods updated",
         )
     elif fleet.ready < fleet.desired:
+        if short_fleet_idle(i):
+            return None
         reason, message = Reason.HOLD_PODS_NOT_READY, f"{fleet.ready}/{fleet.desired} pods ready"
     else:
         return None
@@ -61,3 +64,18 @@ def fleet_unsteady(i: Inputs) -> Decision | None:
     if pending is not None and pending.settled_at is not None:
         state = replace(state, pending=replace(pending, settled_at=None))
     return hold(reason, message, i.snapshot, state)
+
+
+def short_fleet_idle(i: Inputs) -> bool:
+    """Pods that never became ready (no node fits them, a crash loop) must not hold a scale-down
+    that would free them: with the rollout done, every ready pod measured, no change waiting to
+    be judged and the load low, the rules run on the ready pods' figures. Low load means quiet
+    figures, so of the rules only the scale-down (rule 9) can act; the rest hold as before.
+    """
+    fleet, snap = i.snapshot.fleet, i.snapshot
+    if fleet is None or fleet.rolling or fleet.updated < fleet.desired:
+        return False
+    if not 1 <= fleet.ready < fleet.desired or i.state.pending is not None:
+        return False
+    measured = snap.quality in ("ok", "partial") and snap.pods_scraped >= fleet.ready
+    return measured and low_load(i)
