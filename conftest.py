@@ -1,3 +1,8 @@
 """Root conftest: shared fixtures for every tier live in tests/support (a pytest plugin)."""
 
-pytest_plugins = ["tests.support.kube", "tests.support.operator", "tests.support.harness"]
+pytest_plugins = [
+    "tests.support.kube",
+    "tests.support.operator",
+    "tests.support.harness",
+    "tests.support.faults",
+]

@@ -4,7 +4,7 @@
 # Operator CRDs, and a real Prometheus whose scrape targets come from file-based service discovery.
 #
 #   e2e/cluster.sh up       build-or-reuse binaries, start everything, write .cluster/kubeconfig
-#   e2e/cluster.sh down     stop everything; fails if any process or listening port is left
+#   e2e/cluster.sh down     stop everything (the supervisor first); fails if any process is left
 #   e2e/cluster.sh status   what runs, on which ports
 #   e2e/cluster.sh env      print `export` lines (KUBECONFIG, PATH, VLLMOP_PROMETHEUS_URL, ...)
 #
@@ -94,6 +94,34 @@ start_prometheus() {
   log "prometheus ready on 127.0.0.1:$PROM_PORT (scrape every $PROM_SCRAPE)"
 }
 
+# The components kwokctl forks are re-parented to the supervisor, which restarts any that exits
+# (kwokctl does not; a kubelet would): a lost leader lease must not leave a dead cluster.
+SUPERVISE="$STATE/supervise"
+start_supervised() {
+  rm -rf "$SUPERVISE" && mkdir -p "$SUPERVISE"
+  setsid python3 "$ROOT/e2e/supervise.py" --state "$SUPERVISE" \
+    --cluster-dir "$KWOK_WORKDIR/clusters/$NAME" -- "$@" >"$STATE/kwokctl-create.log" 2>&1 &
+  echo $! >"$SUPERVISE/pid"
+  until [ -f "$SUPERVISE/created" ]; do
+    kill -0 "$(cat "$SUPERVISE/pid")" 2>/dev/null || break
+    sleep 0.5
+  done
+  [ "$(cat "$SUPERVISE/created" 2>/dev/null)" = 0 ] \
+    || { tail -30 "$STATE/kwokctl-create.log" >&2; die "step 'kwokctl create cluster'"; }
+  kill -0 "$(cat "$SUPERVISE/pid")" 2>/dev/null || die "step 'supervise': exited; see $STATE/kwokctl-create.log"
+}
+
+stop_supervisor() {
+  [ -f "$SUPERVISE/pid" ] || return 0
+  local pid
+  pid=$(cat "$SUPERVISE/pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  # it stops and reaps the components itself (SIGTERM, SIGKILL after 15 s)
+  for _ in $(seq 1 125); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$SUPERVISE/pid"
+}
+
 cmd_up() {
   local bin t0=$SECONDS
   bin=$(bin_dir)
@@ -103,10 +131,9 @@ cmd_up() {
     log "cluster already up"; cmd_env; return 0
   fi
   write_kwok_config "$bin"
-  log "starting control plane (kwokctl, binary runtime)"
-  kwokctl --config "$STATE/kwok.yaml" create cluster --name "$NAME" \
-    --kubeconfig "$STATE/kubeconfig" --wait 3m >"$STATE/kwokctl-create.log" 2>&1 \
-    || { tail -30 "$STATE/kwokctl-create.log" >&2; die "step 'kwokctl create cluster'"; }
+  log "starting control plane (kwokctl, binary runtime, under e2e/supervise.py)"
+  start_supervised kwokctl --config "$STATE/kwok.yaml" create cluster --name "$NAME" \
+    --kubeconfig "$STATE/kubeconfig" --wait 3m
   export KUBECONFIG="$STATE/kubeconfig"
   kubectl get --raw /readyz >/dev/null || die "step 'readyz'"
   log "applying GPU fleet (e2e/fleet.yaml) and Prometheus Operator CRDs"
@@ -125,7 +152,7 @@ our_pids() {
   bin=$("$ROOT/e2e/toolchain.sh" 2>/dev/null) || bin=/nonexistent
   # Anchored on the command's start, so a shell whose arguments merely mention these paths is
   # never matched (kwokctl runs the components through links in its workdir).
-  pgrep -f -- "^($bin|$KWOK_WORKDIR)/|^[^ ]*prometheus --config.file=$STATE/" || true
+  pgrep -f -- "^($bin|$KWOK_WORKDIR)/|^[^ ]*prometheus --config.file=$STATE/|^[^ ]*python[0-9.]* $ROOT/e2e/supervise.py --state $SUPERVISE" || true
 }
 
 # Processes `make demo` started (operator, harness, load), each in its own session.
@@ -135,7 +162,8 @@ stop_demo() {
     [ -f "$f" ] || continue
     pid=$(cat "$f")
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    # it stops and reaps the components itself (SIGTERM, SIGKILL after 15 s)
+  for _ in $(seq 1 125); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -KILL -- "-$pid" 2>/dev/null || true
     rm -f "$f"
   done
@@ -144,6 +172,7 @@ stop_demo() {
 cmd_down() {
   local bin
   stop_demo
+  stop_supervisor  # first: it would restart what kwokctl stops; it stops the components
   if bin=$("$ROOT/e2e/toolchain.sh" 2>/dev/null) && [ -d "$KWOK_WORKDIR/clusters/$NAME" ]; then
     PATH="$bin:$PATH" kwokctl delete cluster --name "$NAME" >"$STATE/kwokctl-delete.log" 2>&1 \
       || log "kwokctl delete cluster failed; killing what is left"
@@ -175,6 +204,9 @@ cmd_status() {
   if [ -z "$pids" ]; then echo "cluster: down (no process)"; return 0; fi
   echo "cluster: processes"
   ps -o pid=,args= -p $(echo $pids | tr ' ' ',') | cut -c1-150
+  if [ -f "$SUPERVISE/events.jsonl" ]; then
+    echo "supervisor: pid $(cat "$SUPERVISE/pid" 2>/dev/null || echo none), $(grep -c '"restarted"' "$SUPERVISE/events.jsonl") restarts (log: $SUPERVISE/log)"
+  fi
   echo "listening:"
   ss -ltnpH 2>/dev/null | grep -E "pid=($(echo $pids | tr ' ' '|'))," || true
 }
@@ -188,6 +220,8 @@ cmd_env() {
   echo "export VLLMOP_PROMETHEUS_TARGETS=$STATE/prometheus/targets"
   echo "export VLLMOP_TOOLCHAIN_BIN=$bin"
   echo "export VLLMOP_AUDIT_LOG=$KWOK_WORKDIR/clusters/$NAME/logs/audit.log"
+  echo "export VLLMOP_KWOK_CLUSTER_DIR=$KWOK_WORKDIR/clusters/$NAME"
+  echo "export VLLMOP_SUPERVISE_DIR=$SUPERVISE"
 }
 
 # For fault-injection tests: Prometheus alone goes away and comes back, with its data.

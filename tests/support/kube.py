@@ -47,6 +47,9 @@ def _cluster_env() -> dict[str, str]:
         "VLLMOP_PROMETHEUS_URL",
         "VLLMOP_PROMETHEUS_TARGETS",
         "VLLMOP_TOOLCHAIN_BIN",
+        "VLLMOP_AUDIT_LOG",
+        "VLLMOP_KWOK_CLUSTER_DIR",
+        "VLLMOP_SUPERVISE_DIR",
     )
     if all(os.environ.get(k) for k in keys):
         return {k: os.environ[k] for k in keys}

@@ -1,0 +1,128 @@
+"""GPUs run out: pods that cannot be scheduled, and a GPU node lost under the pods.
+
+The fleet (e2e/fleet.yaml): two L4 nodes of 4 GPUs, two H100 nodes of 8. A service of 4-GPU L4
+pods fits two; a third stays Pending for good.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.faults.services import tuned_service
+from tests.support.faults import delete_node, elapsed
+from tests.support.harness import Harness
+from tests.support.invariants import Watchdog, assert_nothing_lost, condition, list_services
+from tests.support.kube import Cluster
+from tests.support.operator import OperatorProcess
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.faults
+
+
+def apply(cluster: Cluster, obj: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
+
+
+def only(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    (svc,) = list_services(cluster, namespace)
+    return svc
+
+
+def test_unschedulable_pods_do_not_block_the_scale_down(
+    cluster: Cluster,
+    operator_process: OperatorProcess,
+    namespace: str,
+    harness: Harness,
+    apps: client.AppsV1Api,
+    record_property: Any,
+) -> None:
+    """Three replicas wanted, two fit, the two that run are idle: the service says Unschedulable
+    and the tuner scales down past the Pending pod (before the fix it held HoldMetricsPartial
+    for good), until every pod it keeps is Ready."""
+    obj = tuned_service(
+        namespace,
+        "short",
+        gpu="L4",
+        model="Qwen/Qwen2.5-3B-Instruct",
+        replicas=3,
+        autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3},
+        autotune={"mode": "Off"},
+    )
+    obj["spec"]["gpu"]["count"] = 4
+    with Watchdog(cluster, namespace) as dog:
+        apply(cluster, obj)
+
+        def scaled_down() -> bool:
+            return apps.read_namespaced_deployment("short", namespace).spec.replicas < 3
+
+        t0 = time.monotonic()
+        wait_until(scaled_down, timeout=150, what="a scale-down while a pod is Pending")
+        scale_s = elapsed(t0)
+        wait_until(
+            lambda: assert_nothing_lost(cluster, namespace, ["short"]) is None,
+            timeout=120,
+            what="the service Ready on the pods that fit",
+        )
+        whole_s = elapsed(t0)
+    assert ("short", "Degraded", "Unschedulable") in dog.conditions, dog.conditions
+    assert dog.violations == [], dog.violations
+    svc = only(cluster, namespace)
+    assert condition(svc, "Degraded").get("status") != "True", svc["status"]
+    downs = [
+        d
+        for d in svc["status"]["tuning"]["lastDecisions"]
+        if d["action"] == "ScaleReplicas" and d["reason"] == "ScaleDownLowLoad"
+    ]
+    assert any(d["fromValue"] == 3 for d in downs), svc["status"]["tuning"]["lastDecisions"]
+    record_property("scale_down_s", scale_s)
+    record_property("ready_s", whole_s)
+    print(f"\nunschedulable: scaled down after {scale_s}s, Ready after {whole_s}s")
+
+
+@pytest.mark.long
+def test_pods_of_a_lost_node_move_to_another(
+    cluster: Cluster,
+    operator_process: OperatorProcess,
+    namespace: str,
+    core: client.CoreV1Api,
+    record_property: Any,
+) -> None:
+    """An H100 node carrying the service's pods is deleted: the pods are garbage-collected
+    (kube-controller-manager's pod GC, after its 40 s quarantine) and their replacements land on
+    the other H100 node; the service is Ready again with nothing lost."""
+    obj = tuned_service(namespace, "moved", replicas=2, autoscaling=None, autotune={"mode": "Off"})
+    apply(cluster, obj)
+    wait_until(
+        lambda: assert_nothing_lost(cluster, namespace, ["moved"]) is None,
+        timeout=90,
+        what="the service Ready",
+    )
+    pods = core.list_namespaced_pod(namespace).items
+    lost = pods[0].spec.node_name
+    manifest = delete_node(core, lost)
+    t0 = time.monotonic()
+    try:
+        with Watchdog(cluster, namespace) as dog:
+
+            def moved() -> bool:
+                now = core.list_namespaced_pod(namespace).items
+                running = [p for p in now if p.status.phase == "Running"]
+                return len(running) == 2 and all(p.spec.node_name != lost for p in running)
+
+            wait_until(moved, timeout=150, what=f"the pods off {lost}", interval=1)
+            wait_until(
+                lambda: assert_nothing_lost(cluster, namespace, ["moved"]) is None,
+                timeout=60,
+                what="the service Ready again",
+            )
+        recovery_s = elapsed(t0)
+    finally:
+        core.create_node(manifest)
+    assert dog.violations == [], dog.violations
+    record_property("recovery_s", recovery_s)
+    print(f"\nnode {lost} lost: pods moved and Ready after {recovery_s}s")

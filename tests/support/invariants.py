@@ -1,0 +1,126 @@
+"""What a fault must not cost: checked continuously while it lasts, and once at the end.
+
+`Watchdog` polls a namespace's VLLMServices and Deployments in a thread (through outages: a
+failed poll is counted, not fatal) and records every violation it sees: a status whose
+observedGeneration goes back, a Deployment's replicas outside the declared bounds, tuner
+restarts beyond maxRestartsPerHour. `assert_nothing_lost` is the end state: every service Ready
+on its current generation, spec never written by the operator (generation unchanged), exactly
+one Deployment, Service and live ReplicaSet per service, and no child without a live owner.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes import client
+
+from tests.support.kube import Cluster
+
+GROUP, VERSION, PLURAL = "serving.vllmop.io", "v1alpha1", "vllmservices"
+
+
+def list_services(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    api = client.CustomObjectsApi(cluster.api)
+    items: list[dict[str, Any]] = api.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, _request_timeout=5
+    )["items"]
+    return items
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    conds = obj.get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == type_), {})
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    current = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return current and condition(obj, "Ready").get("status") == "True"
+
+
+class Watchdog:
+    def __init__(self, cluster: Cluster, namespace: str, interval: float = 0.3) -> None:
+        self.cluster, self.namespace, self.interval = cluster, namespace, interval
+        self.violations: list[str] = []
+        self.polls = self.failed_polls = 0
+        self._observed: dict[str, int] = {}
+        self.conditions: set[tuple[str, str, str]] = set()  # (service, type, reason) seen True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Watchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        apps = client.AppsV1Api(self.cluster.api)
+        while not self._stop.wait(self.interval):
+            try:
+                services = list_services(self.cluster, self.namespace)
+                deps = apps.list_namespaced_deployment(self.namespace, _request_timeout=5).items
+            except Exception:  # the API server may be the fault under test
+                self.failed_polls += 1
+                continue
+            self.polls += 1
+            self.check(services, {d.metadata.name: d for d in deps})
+
+    def check(self, services: list[dict[str, Any]], deps: dict[str, Any]) -> None:
+        for svc in services:
+            name, status = svc["metadata"]["name"], svc.get("status") or {}
+            seen = status.get("observedGeneration")
+            before = self._observed.get(name)
+            if before is not None and (seen is None or seen < before):
+                self.violations.append(f"{name}: observedGeneration {before} -> {seen}")
+            if seen is not None:
+                self._observed[name] = max(seen, before or 0)
+            for cond in status.get("conditions") or []:
+                if cond.get("status") == "True":
+                    self.conditions.add((name, cond["type"], cond.get("reason", "")))
+            scaling = svc["spec"].get("autoscaling") or {}
+            dep = deps.get(name)
+            if scaling.get("enabled") and dep is not None:
+                low, high = scaling.get("minReplicas", 1), scaling.get("maxReplicas")
+                n = dep.spec.replicas
+                if n < low or (high is not None and n > high):
+                    self.violations.append(f"{name}: replicas {n} outside [{low}, {high}]")
+            limit = (svc["spec"].get("autotune") or {}).get("maxRestartsPerHour")
+            restarts = len((status.get("tuning") or {}).get("restartTimes") or [])
+            if limit is not None and restarts > limit:
+                self.violations.append(f"{name}: {restarts} restarts > maxRestartsPerHour {limit}")
+
+
+def assert_nothing_lost(
+    cluster: Cluster, namespace: str, names: Iterable[str], *, generation: int = 1
+) -> None:
+    """The end state after a fault: see the module docstring."""
+    apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
+    services = {s["metadata"]["name"]: s for s in list_services(cluster, namespace)}
+    want = sorted(names)
+    assert sorted(services) == want, f"services: {sorted(services)} != {want}"
+    for name, svc in services.items():
+        assert is_ready(svc), f"{name} not Ready: {svc.get('status')}"
+        # generation moves only with spec: the operator wrote none (it owns status only)
+        assert svc["metadata"]["generation"] == generation, f"{name}: spec was written"
+    uids = {s["metadata"]["uid"] for s in services.values()}
+    deps = apps.list_namespaced_deployment(namespace).items
+    svcs = core.list_namespaced_service(namespace).items
+    for kind, objs in (("Deployment", deps), ("Service", svcs)):
+        got = sorted(o.metadata.name for o in objs)
+        assert got == want, f"{kind}s {got} != services {want} (duplicate or missing child)"
+        for o in objs:
+            owners = {r.uid for r in o.metadata.owner_references or []}
+            assert owners & uids, f"{kind} {o.metadata.name} is orphaned: owners {owners}"
+    for dep in deps:
+        live = [
+            rs
+            for rs in apps.list_namespaced_replica_set(namespace).items
+            if any(r.uid == dep.metadata.uid for r in rs.metadata.owner_references or [])
+            and (rs.spec.replicas or 0) > 0
+        ]
+        assert len(live) == 1, f"{dep.metadata.name}: {len(live)} live ReplicaSets"
