@@ -57,6 +57,10 @@ chart-lint: install ## helm lint and goldens, rule checks (promtool), Dockerfile
 image: ## Build or reuse the operator image (docker, podman or buildah; cached by input hash)
 	e2e/image.sh build
 
+.PHONY: faults
+faults: install ## Every fault scenario (tests/faults, the long ones too) on a fresh local cluster
+	e2e/test.sh tests/faults
+
 .PHONY: bench-control
 bench-control: install ## Control policies side by side in the twin: bench/results/control_loop.*
 	python -m bench.control_loop
@@ -86,7 +90,7 @@ cluster-down: ## Stop the local control plane; fails if anything is left running
 	e2e/cluster.sh down
 
 .PHONY: test
-test: install ## Every tier: lint, unit, golden, component, integration, e2e (brings the cluster up and down)
+test: install ## Every tier: lint, unit, golden, component, integration, e2e, faults but the long ones (cluster up and down)
 	e2e/test.sh
 
 .PHONY: demo

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # `make test`: every tier but bench, on the local real control plane. Exits non-zero when any
 # check fails or when pytest collected no test (exit 5). The cluster is torn down even on failure.
+#   e2e/test.sh              static checks, then every test but the long fault scenarios
+#   e2e/test.sh ARGS...      no static checks; pytest ARGS on a fresh cluster (`make faults`)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH="$ROOT/.venv/bin:$PATH"
 
-echo "== static checks"
-make --no-print-directory lint
+if [ $# -eq 0 ]; then
+  echo "== static checks"
+  make --no-print-directory lint
+  set -- tests e2e -m "not long"  # the long fault scenarios run in `make faults`
+fi
 
 echo "== image"
 # built or reused (cache keyed by its inputs); the chart tier runs the operator from it
@@ -22,7 +27,7 @@ eval "$(e2e/cluster.sh env)"
 
 echo "== tests"
 set +e
-pytest -p no:cacheprovider tests e2e
+pytest -p no:cacheprovider "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then
