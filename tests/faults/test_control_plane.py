@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -97,7 +98,7 @@ def _load_and_fault(
     cluster: Cluster,
     operator_process: OperatorProcess,
     namespace: str,
-    fault: Any,
+    fault: Callable[[], None],
 ) -> dict[str, Any]:
     """Create SERVICES tuned services, inject `fault` once a third exist, and check everything
     converges with nothing lost. Returns the figures the report quotes."""
@@ -150,36 +151,31 @@ def _load_and_fault(
     }
 
 
-def test_api_server_hung_while_services_are_created(
+def hang_api_server(control_plane: ControlPlane) -> None:
+    with control_plane.frozen("kube-apiserver"):
+        # the fault's length, not a wait for something: the API server is hung this long
+        time.sleep(OUTAGE_SECONDS)
+
+
+def restart_etcd(control_plane: ControlPlane) -> None:
+    control_plane.restart("etcd")
+    control_plane.wait_readyz()
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [hang_api_server, restart_etcd],
+    ids=[f"api-server-hung-{OUTAGE_SECONDS}s", "etcd-sigkill"],
+)
+def test_control_plane_fault_while_services_are_created(
     cluster: Cluster,
     operator_process: OperatorProcess,
     control_plane: ControlPlane,
     namespace: str,
     record_property: Any,
+    fault: Callable[[ControlPlane], None],
 ) -> None:
-    def outage() -> None:
-        with control_plane.frozen("kube-apiserver"):
-            # the fault's length, not a wait for something: the API server is hung this long
-            time.sleep(OUTAGE_SECONDS)
-
-    figures = _load_and_fault(cluster, operator_process, namespace, outage)
+    figures = _load_and_fault(cluster, operator_process, namespace, lambda: fault(control_plane))
     for key, value in figures.items():
         record_property(key, value)
-    print(f"\nfault figures (API server hung {OUTAGE_SECONDS}s): {figures}")
-
-
-def test_etcd_restart_while_services_are_created(
-    cluster: Cluster,
-    operator_process: OperatorProcess,
-    control_plane: ControlPlane,
-    namespace: str,
-    record_property: Any,
-) -> None:
-    def restart_etcd() -> None:
-        control_plane.restart("etcd")
-        control_plane.wait_readyz()
-
-    figures = _load_and_fault(cluster, operator_process, namespace, restart_etcd)
-    for key, value in figures.items():
-        record_property(key, value)
-    print(f"\nfault figures (etcd SIGKILL, restarted): {figures}")
+    print(f"\nfault figures ({fault.__name__}): {figures}")
