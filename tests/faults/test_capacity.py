@@ -92,9 +92,9 @@ def test_pods_of_a_lost_node_move_to_another(
     core: client.CoreV1Api,
     record_property: Any,
 ) -> None:
-    """An H100 node carrying the service's pods is deleted: the pods are garbage-collected
-    (kube-controller-manager's pod GC, after its 40 s quarantine) and their replacements land on
-    the other H100 node; the service is Ready again with nothing lost."""
+    """An H100 node carrying the service's pods is deleted: kube-controller-manager's pod GC
+    removes the pods bound to the missing node and their replacements land on the other H100
+    node; the service is Ready again with nothing lost."""
     obj = tuned_service(namespace, "moved", replicas=2, autoscaling=None, autotune={"mode": "Off"})
     apply(cluster, obj)
     wait_until(
