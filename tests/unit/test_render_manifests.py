@@ -1,40 +1,27 @@
-"""Rendered child manifests: Deployment, Service, monitors; templates; the render command."""
+"""Rendered child manifests: Deployment, Service, monitors, templates."""
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.fixtures.specs.cases import merge_patch
-from vllm_operator.api.errors import parse_vllmservice
+from tests.unit.render_support import CFG
+from tests.unit.render_support import by_kind as _by_kind
+from tests.unit.render_support import container as _container
+from tests.unit.render_support import pod as _pod
+from tests.unit.render_support import svc as _svc
 from vllm_operator.api.status import BudgetValues
-from vllm_operator.api.v1alpha1 import VLLMService
-from vllm_operator.catalog import build_gpu_catalog
-from vllm_operator.cli import UsageError
-from vllm_operator.commands import render as render_command
-from vllm_operator.config import OperatorConfig, load_operator_config
+from vllm_operator.config import load_operator_config
 from vllm_operator.render import (
-    RenderError,
     TemplateOutputError,
-    UnknownGPUTypeError,
     build_selector_string,
     render_all,
 )
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "operator" / "vllm_operator" / "templates"
-CFG = load_operator_config({})
-BASE: dict[str, Any] = {
-    "apiVersion": "serving.vllmop.io/v1alpha1",
-    "kind": "VLLMService",
-    "metadata": {"name": "chat", "namespace": "llm"},
-    "spec": {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": {"type": "H100-80GB"}},
-}
 LABELS = {
     "app.kubernetes.io/name": "vllm",
     "app.kubernetes.io/instance": "chat",
@@ -44,24 +31,6 @@ LABELS = {
 }
 META = {"name": "chat", "namespace": "llm", "labels": LABELS}
 SELECTOR = {"serving.vllmop.io/vllmservice": "chat"}
-
-
-def _svc(patch: dict[str, Any] | None = None) -> VLLMService:
-    return parse_vllmservice(merge_patch(BASE, patch or {}))
-
-
-def _by_kind(svc: VLLMService, cfg: OperatorConfig = CFG, **kw: Any) -> dict[str, dict[str, Any]]:
-    return {m["kind"]: m for m in render_all(svc, cfg, **kw).manifests}
-
-
-def _pod(svc: VLLMService, **kw: Any) -> dict[str, Any]:
-    pod: dict[str, Any] = _by_kind(svc, **kw)["Deployment"]["spec"]["template"]["spec"]
-    return pod
-
-
-def _container(svc: VLLMService) -> dict[str, Any]:
-    (container,) = _pod(svc)["containers"]
-    return dict(container)
 
 
 def test_minimal_renders_a_deployment_and_a_service() -> None:
@@ -286,112 +255,6 @@ def test_spec_hash_follows_the_pod_and_nothing_else() -> None:
     assert "serving.vllmop.io/spec-hash" not in deployment["spec"]["selector"]["matchLabels"]
 
 
-@pytest.mark.parametrize(("count", "shm"), [(1, "2Gi"), (2, "4Gi"), (4, "8Gi"), (8, "16Gi")])
-def test_shared_memory_scales_with_gpus(count: int, shm: str) -> None:
-    pod = _pod(_svc({"spec": {"gpu": {"type": "H100-80GB", "count": count}}}))
-    assert pod["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}}
-    (container,) = pod["containers"]
-    amounts = {"cpu": str(8 * count), "memory": f"{64 * count}Gi", "nvidia.com/gpu": str(count)}
-    assert container["resources"] == {"limits": amounts, "requests": amounts}
-
-
-def test_amd_gpus_use_their_resource_and_label() -> None:
-    pod = _pod(_svc({"spec": {"gpu": {"type": "MI300X"}}}))
-    assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}
-    assert pod["tolerations"] == [
-        {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    ]
-    limits = pod["containers"][0]["resources"]["limits"]
-    assert limits == {"cpu": "8", "memory": "64Gi", "amd.com/gpu": "1"}
-
-
-def test_fallback_types_become_required_and_ordered_preferred_affinity() -> None:
-    gpu = {
-        "type": "H100-80GB",
-        "fallbackTypes": ["H200-141GB", "A100-80GB", "H200-141GB", "H100-80GB"],
-    }
-    pod = _pod(_svc({"spec": {"gpu": gpu}}))
-    assert "nodeSelector" not in pod
-
-    def term(value: str) -> dict[str, Any]:
-        expr = {"key": "nvidia.com/gpu.product", "operator": "In", "values": [value]}
-        return {"matchExpressions": [expr]}
-
-    products = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H200", "NVIDIA-A100-SXM4-80GB"]
-    assert pod["affinity"] == {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "nvidia.com/gpu.product", "operator": "In", "values": products}
-                        ]
-                    }
-                ]
-            },
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 100, "preference": term(products[0])},
-                {"weight": 90, "preference": term(products[1])},
-                {"weight": 80, "preference": term(products[2])},
-            ],
-        }
-    }
-
-
-def test_fallbacks_with_several_labels_get_their_own_term() -> None:
-    cfg = load_operator_config({}).model_copy(
-        update={
-            "gpu_catalog": load_operator_config({}).gpu_catalog.model_copy(
-                update={
-                    "types": {
-                        **CFG.gpu_catalog.types,
-                        "H100-PCIE": CFG.gpu_catalog.types["H100-80GB"].model_copy(
-                            update={"node_labels": {"gpu": "h100", "bus": "pcie"}}
-                        ),
-                    }
-                }
-            )
-        }
-    )
-    svc = _svc({"spec": {"gpu": {"type": "L4", "fallbackTypes": ["H100-PCIE"]}}})
-    affinity = _pod(svc, cfg=cfg)["affinity"]["nodeAffinity"]
-    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
-        {
-            "matchExpressions": [
-                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}
-            ]
-        },
-        {
-            "matchExpressions": [
-                {"key": "bus", "operator": "In", "values": ["pcie"]},
-                {"key": "gpu", "operator": "In", "values": ["h100"]},
-            ]
-        },
-    ]
-
-
-def test_unknown_gpu_type_names_the_field_and_the_known_types() -> None:
-    with pytest.raises(UnknownGPUTypeError) as info:
-        render_all(_svc({"spec": {"gpu": {"type": "B200-192GB"}}}), CFG)
-    assert str(info.value) == (
-        "spec.gpu.type: unknown GPU type 'B200-192GB'; known types: A100-40GB, A100-80GB, "
-        "H100-80GB, H200-141GB, L4, L40S, MI300X, T4"
-    )
-    assert (info.value.field, info.value.gpu_type) == ("spec.gpu.type", "B200-192GB")
-    with pytest.raises(UnknownGPUTypeError) as info:
-        render_all(_svc({"spec": {"gpu": {"type": "L4", "fallbackTypes": ["L40S", "X"]}}}), CFG)
-    assert info.value.field == "spec.gpu.fallbackTypes[1]"
-
-
-def test_fallbacks_must_use_the_same_device_resource() -> None:
-    with pytest.raises(RenderError) as info:
-        render_all(_svc({"spec": {"gpu": {"type": "H100-80GB", "fallbackTypes": ["MI300X"]}}}), CFG)
-    assert str(info.value) == (
-        "spec.gpu.fallbackTypes[0]: MI300X uses amd.com/gpu but H100-80GB uses nvidia.com/gpu; "
-        "a replica can request only one device resource"
-    )
-
-
 def test_env_secret_and_caches() -> None:
     svc = _svc(
         {
@@ -510,132 +373,3 @@ def test_custom_templates_are_checked(tmp_path: Path, text: str, message: str) -
         render_all(_svc(), cfg)
     assert info.value.field == "template service.yaml.j2"
     assert message in info.value.message
-
-
-# --- the `render` command --------------------------------------------------------------------
-
-
-def _run(tmp_path: Path, text: str, *extra: str) -> int:
-    path = tmp_path / "svc.yaml"
-    path.write_text(text, encoding="utf-8")
-    parser = argparse.ArgumentParser()
-    render_command.add_arguments(parser)
-    return render_command.run(parser.parse_args(["-f", str(path), *extra]))
-
-
-def _doc(patch: dict[str, Any] | None = None) -> str:
-    return yaml.safe_dump(merge_patch(BASE, patch or {}))
-
-
-def test_render_command_prints_every_manifest_of_every_document(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The command reads the process environment; keep a developer's settings out of the check.
-    for name in [n for n in os.environ if n.startswith("VLLM_OPERATOR_")]:
-        monkeypatch.delenv(name)
-    second = _doc({"metadata": {"name": "other"}, "spec": {"monitoring": {"podMonitor": True}}})
-    assert _run(tmp_path, _doc() + "---\n" + second) == 0
-    docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    expected = (
-        render_all(_svc(), CFG).manifests
-        + render_all(
-            _svc({"metadata": {"name": "other"}, "spec": {"monitoring": {"podMonitor": True}}}), CFG
-        ).manifests
-    )
-    assert docs == expected
-
-
-def test_render_command_refuses_invalid_specs_with_field_named_lines(tmp_path: Path) -> None:
-    bad = _doc({"spec": {"budgets": {"running": {"maxSeqs": 4, "maxActiveSeqs": 8}}}})
-    with pytest.raises(UsageError) as info:
-        _run(tmp_path, bad)
-    path = tmp_path / "svc.yaml"
-    assert str(info.value) == (
-        f"{path}: spec.budgets.running.maxActiveSeqs must be <= spec.budgets.running.maxSeqs"
-    )
-    other = _doc({"spec": {"replicas": -1, "gpu": {"count": 0}}})
-    with pytest.raises(UsageError) as info:
-        _run(tmp_path, _doc() + "---\n" + other + "---\nkind: ConfigMap\n")
-    assert str(info.value).splitlines() == [
-        f"{path} (document 2): spec.replicas: Input should be greater than or equal to 0",
-        f"{path} (document 2): spec.gpu.count: Input should be greater than or equal to 1",
-        f"{path} (document 3): not a VLLMService",
-    ]
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("", "no VLLMService documents"),
-        ("a: [\n", "not valid YAML"),
-    ],
-)
-def test_render_command_refuses_empty_or_broken_files(
-    tmp_path: Path, text: str, message: str
-) -> None:
-    with pytest.raises(UsageError, match=message):
-        _run(tmp_path, text)
-
-
-def test_render_command_reports_unknown_gpu_types(tmp_path: Path) -> None:
-    with pytest.raises(UsageError) as info:
-        _run(tmp_path, _doc({"spec": {"gpu": {"type": "B200"}}}))
-    assert str(info.value) == (
-        f"{tmp_path / 'svc.yaml'}: spec.gpu.type: unknown GPU type 'B200'; known types: "
-        "A100-40GB, A100-80GB, H100-80GB, H200-141GB, L4, L40S, MI300X, T4"
-    )
-
-
-def test_render_command_uses_the_config_file_catalog(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = tmp_path / "operator.yaml"
-    config.write_text(
-        "gpuCatalog:\n  B200:\n    resourceName: nvidia.com/gpu\n"
-        "    nodeLabels: {nvidia.com/gpu.product: NVIDIA-B200}\n"
-        "    memoryGiB: 180\n    memoryBandwidthGBps: 8000\n",
-        encoding="utf-8",
-    )
-    assert _run(tmp_path, _doc({"spec": {"gpu": {"type": "B200"}}}), "--config", str(config)) == 0
-    deployment = next(yaml.safe_load_all(capsys.readouterr().out))
-    pod = deployment["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-B200"}
-    with pytest.raises(UsageError, match="cannot read"):
-        _run(tmp_path, _doc(), "--config", str(tmp_path / "missing.yaml"))
-
-
-def test_render_command_prints_warnings_to_stderr(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    both = {"spec": {"monitoring": {"serviceMonitor": True, "podMonitor": True}}}
-    assert _run(tmp_path, _doc(both)) == 0
-    assert capsys.readouterr().err == (
-        f"warning: {tmp_path / 'svc.yaml'}: spec.monitoring: serviceMonitor and podMonitor are "
-        "both on; Prometheus will scrape every pod twice\n"
-    )
-
-
-@pytest.mark.parametrize(
-    ("patch", "expected"),
-    [
-        ({}, {"cpu": "8", "memory": "64Gi"}),
-        ({"gpu": {"type": "L4", "count": 2}}, {"cpu": "16", "memory": "64Gi"}),
-        ({"resources": {"cpu": "7500m"}}, {"cpu": "7500m", "memory": "64Gi"}),
-        ({"resources": {"memory": "100G"}}, {"cpu": "8", "memory": "100G"}),
-    ],
-    ids=["catalog-default", "scaled-by-gpu-count", "cpu-given", "memory-given"],
-)
-def test_cpu_and_memory_are_requests_and_limits(
-    patch: dict[str, Any], expected: dict[str, str]
-) -> None:
-    resources = _container(_svc({"spec": patch}))["resources"]
-    gpus = {"nvidia.com/gpu": str(patch.get("gpu", {}).get("count", 1))}
-    assert resources == {"limits": {**expected, **gpus}, "requests": {**expected, **gpus}}
-
-
-def test_catalog_host_figures_may_be_fractional() -> None:
-    catalog = build_gpu_catalog({"H100-80GB": {"cpuPerGPU": 2.5, "hostMemoryGiBPerGPU": 1.5}})
-    cfg = OperatorConfig(gpu_catalog=catalog)
-    deployment = render_all(_svc(), cfg).manifests[0]
-    amounts = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert (amounts["cpu"], amounts["memory"]) == ("2500m", "1536Mi")
