@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
 import inspect
 import io
 import json
@@ -365,7 +366,114 @@ def probe(case: dict[str, Any]) -> dict[str, Any]:
     return {"accepted": True, "stage": None, "error": None, "parsed": parsed}
 
 
+# ---- the option list and token resolution (vllm_operator/vllm/options.json, options.py) ----
+
+
+@functools.cache
+def _serve_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """(the top-level `vllm` parser, its `serve` subparser); parsing leaves both unchanged."""
+    parser, _ = build_serve_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, subparsers.choices["serve"]
+
+
+def dump_options() -> dict[str, Any]:
+    """Every optional action of `vllm serve`, as options.json records it."""
+    _, serve = _serve_parser()
+    options = []
+    for action in serve._actions:
+        # the parser's own map, which also holds spellings hidden from help (--no-enable-*)
+        strings = [s for s, a in serve._option_string_actions.items() if a is action]
+        if not strings:
+            continue
+        options.append(
+            {
+                "strings": strings,
+                "dest": action.dest,
+                "action": type(action).__name__,
+                "default": _jsonable(action.default),
+                "choices": None if action.choices is None else [str(c) for c in action.choices],
+                "nargs": action.nargs,
+                "type": getattr(action.type, "__name__", None if action.type is None else "?"),
+            }
+        )
+    options.sort(key=lambda o: o["dest"])
+    return {"vllm": vllm.__version__, "options": options}
+
+
+class _CapturedError(Exception):
+    """Stops FlexibleArgumentParser right after its own rewrites."""
+
+
+def _preprocessed(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
+    """What FlexibleArgumentParser.parse_args hands to argparse for `args`."""
+    captured: list[str] = []
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self: Any, args: Any = None, namespace: Any = None) -> Any:
+        captured.extend(args)
+        raise _CapturedError
+
+    argparse.ArgumentParser.parse_args = capture  # type: ignore[method-assign]
+    try:
+        parser.parse_args(args)
+    except _CapturedError:
+        pass
+    finally:
+        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
+    return captured
+
+
+def resolve(token: str) -> dict[str, Any]:
+    """What vLLM's parser makes of `token` after the model: an option, a value, an ambiguous
+    prefix or an unknown flag (argparse's _parse_optional on the preprocessed token)."""
+    parser, serve = _serve_parser()
+    processed = _preprocessed(parser, ["serve", "MODEL", token, "VALUE"])
+    if processed[1] != "MODEL":  # `--model X` is moved in front as the model tag
+        return {"kind": "option", "option": "--model", "dest": "model"}
+    flags = [a for a in processed[2:] if a.startswith("-")]
+    if not flags or flags[0] == "--":  # `--` makes what follows positional
+        return {"kind": "value"}
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            found = serve._parse_optional(flags[0])
+    except SystemExit:
+        return {"kind": "ambiguous", "error": stderr.getvalue().strip().splitlines()[-1]}
+    if found is None:
+        return {"kind": "value"}
+    action, option_string = (found[0] if isinstance(found, list) else found)[:2]
+    if action is None:
+        return {"kind": "unknown"}
+    return {"kind": "option", "option": option_string, "dest": action.dest}
+
+
+def parse_value(dest: str, value: str) -> dict[str, Any]:
+    """vLLM's own `type` and `choices` for the action `dest`, applied to one value."""
+    _, serve = _serve_parser()
+    action = next(a for a in serve._actions if a.dest == dest)
+    try:
+        return {"ok": True, "value": _jsonable(serve._get_values(action, [value]))}
+    except argparse.ArgumentError as exc:
+        return {"ok": False, "error": str(exc)}
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--values"]:
+        cases = json.load(sys.stdin)
+        results = [parse_value(c["dest"], c["value"]) for c in cases]
+        json.dump({"vllm": vllm.__version__, "results": results}, _ANSWER)
+        _ANSWER.write("\n")
+        return 0
+    if sys.argv[1:] == ["--options"]:
+        json.dump(dump_options(), _ANSWER, indent=1, sort_keys=True)
+        _ANSWER.write("\n")
+        return 0
+    if sys.argv[1:] == ["--resolve"]:
+        tokens = json.load(sys.stdin)
+        json.dump({"vllm": vllm.__version__, "results": [resolve(t) for t in tokens]}, _ANSWER)
+        _ANSWER.write("\n")
+        return 0
     cases = json.load(sys.stdin)
     if not isinstance(cases, list):
         raise ProbeError("stdin must be a JSON list of cases")

@@ -109,6 +109,8 @@ def test_cel_rules_carry_the_python_messages_at_their_paths() -> None:
         expected = {"rule": rule.cel, "message": rule.message}
         if rule.field_path is not None:
             expected["fieldPath"] = rule.field_path
+        if rule.message_expression is not None:
+            expected["messageExpression"] = rule.message_expression
         assert expected in entries, rule.message
     emitted = [v for _, node in _walk(SCHEMA) for v in node.get("x-kubernetes-validations", [])]
     assert len(emitted) == len(RULES)
@@ -125,11 +127,19 @@ def test_cel_field_paths_exist_in_the_schema() -> None:
 
 def test_extra_args_rules_are_one_per_flag_group() -> None:
     entries = _node(("spec", "engine", "extraArgs"))["x-kubernetes-validations"]
-    assert all(e["rule"].startswith("self.all(a, !a.matches('^(") for e in entries)
+    assert all(e["rule"].startswith("self.all(a, !a.matches('^") for e in entries)
+    assert all("messageExpression" in e for e in entries)
     assert {
-        "rule": "self.all(a, !a.matches('^(--max[-_]num[-_]seqs)(=.*)?$'))",
+        "rule": "self.all(a, !a.matches('^(--max[-_]num[-_]se(q(s)?)?([=.].*)?)$'))",
         "message": (
-            "spec.engine.extraArgs may not set --max-num-seqs; use spec.budgets.running.maxSeqs"
+            "spec.engine.extraArgs may not set vLLM's --max-num-seqs in any spelling; "
+            "spec.budgets.running.maxSeqs owns it"
+        ),
+        "messageExpression": (
+            "'spec.engine.extraArgs[' + string(self.indexOf(self.filter(a, a.matches("
+            "'^(--max[-_]num[-_]se(q(s)?)?([=.].*)?)$'))[0])) + ']: \"' + self.filter(a, "
+            "a.matches('^(--max[-_]num[-_]se(q(s)?)?([=.].*)?)$'))[0] + '\" is vLLM\\'s "
+            "--max-num-seqs, which spec.budgets.running.maxSeqs owns'"
         ),
     } in entries
 

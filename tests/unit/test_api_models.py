@@ -41,9 +41,21 @@ def test_bad_specs_are_refused_with_the_exact_message(case: SpecCase) -> None:
 
 
 def test_every_rule_has_a_bad_case_and_rule_cases_use_rule_messages() -> None:
-    rule_messages = {rule.message for rule in RULES}
-    table_messages = {case.message for case in BAD if case.source == "rule"}
-    assert table_messages == rule_messages
+    """Each rule case's message is one rule's, and every rule has a case."""
+    covered: set[str] = set()
+    for case in BAD:
+        if case.source != "rule":
+            continue
+        args = case.obj["spec"].get("engine", {}).get("extraArgs", [])
+        hits = [
+            r.cel
+            for r in RULES
+            if (r.message == case.message if r.describe is None else not r.check(args))
+            and (r.describe is None or r.describe(args) == case.message)
+        ]
+        assert len(hits) == 1, case.name
+        covered.update(hits)
+    assert covered == {rule.cel for rule in RULES}
 
 
 def test_schema_cases_name_their_field() -> None:
@@ -66,7 +78,8 @@ def test_all_broken_rules_are_reported_together() -> None:
     )
     assert _messages(obj) == [
         "spec.budgets.running.maxActiveSeqs must be <= spec.budgets.running.maxSeqs",
-        "--max-batch-size does not exist in vLLM 0.33; use spec.budgets.running.maxSeqs",
+        'spec.engine.extraArgs[0]: "--max-batch-size=4": --max-batch-size does not exist in '
+        "vLLM 0.33; use spec.budgets.running.maxSeqs",
     ]
 
 
@@ -252,10 +265,13 @@ def test_flag_patterns(
     assert [a for a in not_matching if re.search(pattern, a)] == []
 
 
-def test_extra_args_with_a_trailing_newline_still_match_like_re2() -> None:
+def test_extra_args_with_a_trailing_newline_is_a_spaced_flag_not_the_owned_one() -> None:
     obj = merge_patch(BASE, {"spec": {"engine": {"extraArgs": ["--max-num-seqs\n"]}}})
-    # RE2's `$` is end of text only, so CEL would accept this arg; Python must agree.
-    assert parse_vllmservice(obj).spec.engine is not None
+    # RE2's `$` is end of text only, so the owned-flag regex does not match (vLLM would not read
+    # it as --max-num-seqs either); the whitespace rule refuses it, in CEL and here alike.
+    assert _messages(obj) == [
+        'spec.engine.extraArgs[0]: "--max-num-seqs\n"' + flags.SPACED_FLAG_REFUSAL
+    ]
 
 
 STATUS = {

@@ -29,7 +29,7 @@ from vllm_operator.api.spec import Budgets, VLLMServiceSpec
 from vllm_operator.render import build_args
 from vllm_operator.sim.engine.config import EngineConfig, ResolvedConfig
 from vllm_operator.tuning import model as tuning_model
-from vllm_twin.argv import parse_vllm_argv
+from vllm_twin.argv import engine_config_from, parse_vllm_argv
 from vllm_twin.commands import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,8 +100,8 @@ def test_the_crd_schema_has_no_budget_the_table_lacks() -> None:
 @ROWS
 def test_extra_args_may_not_repeat_the_rows_flag(row: BudgetField) -> None:
     owned = [f for f in rules.OWNED_FLAGS if f.flag == row.flag]
-    assert [f.message for f in owned] == [
-        f"spec.engine.extraArgs may not set {row.flag}; use {row.spec_path}"
+    assert [f.message(2, row.flag) for f in owned] == [
+        f'spec.engine.extraArgs[2]: "{row.flag}" is vLLM\'s {row.flag}, which {row.spec_path} owns'
     ]
 
 
@@ -137,7 +137,7 @@ def test_the_simulate_command_takes_the_row(row: BudgetField) -> None:
     action = next(a for a in parser._actions if row.flag in a.option_strings)
     assert action.dest == row.dest
     # its flags map onto EngineConfig by name; a row it forgets would silently be dropped
-    engine = simulate._engine_config(parser.parse_args([row.flag, "8"]))
+    engine = engine_config_from(parser.parse_args([row.flag, "8"]))
     assert getattr(engine, row.dest) == 8
 
 

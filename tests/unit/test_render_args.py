@@ -173,7 +173,7 @@ def test_overrides_that_break_a_rule_are_refused() -> None:
 
 
 def test_model_with_yaml_specials_stays_one_arg() -> None:
-    assert _args({"model": "/models/a: b #c"})[0] == "/models/a: b #c"
+    assert _args({"model": "/models/a:b#c&*x"})[0] == "/models/a:b#c&*x"
 
 
 def test_effective_status_is_the_wire_form_of_what_was_rendered() -> None:

@@ -5,7 +5,8 @@ import pytest
 from vllm_operator.api.v1alpha1 import VLLMServiceSpec
 from vllm_operator.catalog import GPUCatalog
 from vllm_operator.render.errors import RenderError
-from vllm_operator.render.hardware import check_hardware_defaults, vllm_batch_defaults
+from vllm_operator.render.hardware import check_hardware_defaults
+from vllm_operator.vllm.defaults import batch_defaults
 
 
 @pytest.mark.parametrize(
@@ -18,8 +19,8 @@ from vllm_operator.render.hardware import check_hardware_defaults, vllm_batch_de
         ("L4", 24, (2048, 256)),
     ],
 )
-def test_vllm_batch_defaults(gpu: str, memory: float, want: tuple[int, int]) -> None:
-    assert vllm_batch_defaults(gpu, memory) == want
+def test_batch_defaults_of_catalog_names(gpu: str, memory: float, want: tuple[int, int]) -> None:
+    assert batch_defaults(gpu, memory) == want
 
 
 def spec(gpu: str = "L4", fallbacks: tuple[str, ...] = (), **budgets: Any) -> VLLMServiceSpec:

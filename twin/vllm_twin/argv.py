@@ -3,8 +3,9 @@
 The e2e harness starts a twin with exactly a pod's container args, so this parser accepts what
 vLLM accepts for the flags the operator can render, in vLLM's spellings (docs/vllm-0.33.md §1):
 - the model is positional (`vllm serve MODEL ...`) or `--model`; the positional wins;
-- `--flag value` and `--flag=value`; `_` and `-` are interchangeable in long flag names, as in
-  vLLM's FlexibleArgumentParser;
+- every flag, spelling, value syntax and default comes from vLLM's facts
+  (vllm_operator.vllm.flags); `--flag value`, `--flag=value`, `_` for `-` and unique prefixes
+  resolve as vLLM resolves them (vllm_operator.vllm.options);
 - booleans come in pairs (`--enable-chunked-prefill`/`--disable-chunked-prefill`, ...);
 - token counts take human-readable suffixes (`8k` = 8000, `8K` = 8192);
 - anything unknown is refused the argparse way (`vllm serve: error: unrecognized arguments:
@@ -18,13 +19,17 @@ valid for vLLM. The command line wins over the environment.
 from __future__ import annotations
 
 import argparse
-import re
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.sim.engine.config import EngineConfig
+from vllm_operator.vllm import flags as vf
+from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
+from vllm_operator.vllm.options import resolve_token
+
+ENGINE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineConfig))
 
 PROG = "vllm serve"
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # vllm/config/model.py:155
@@ -41,44 +46,6 @@ class _Parser(argparse.ArgumentParser):
         raise ArgvError(message)
 
 
-_DECIMAL: Mapping[str, int] = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY: Mapping[str, int] = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def human_readable_int(text: str) -> int:
-    """vLLM's integer syntax: `8k` = 8000 (decimal, lower case), `8K` = 8192 (binary, upper case).
-
-    Decimal suffixes take a fractional number (`1.5k` = 1500); binary ones do not, as in vLLM.
-    """
-    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)([kmgtKMGT]?)\s*", text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"invalid human-readable integer: {text!r}")
-    number, suffix = match.groups()
-    if not suffix:
-        try:
-            return int(number)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if suffix.islower():
-        return int(float(number) * _DECIMAL[suffix])
-    if "." in number:
-        raise argparse.ArgumentTypeError(
-            f"decimals are not allowed with binary suffix {suffix}; did you mean "
-            f"{number}{suffix.lower()}?"
-        )
-    return int(number) * _BINARY[suffix]
-
-
-def max_model_len_arg(text: str) -> int:
-    """`--max-model-len`: a human-readable int, or `auto`/`-1` (largest that fits in KV memory)."""
-    if text.strip().lower() == "auto":
-        return -1
-    value = human_readable_int(text)
-    if value < -1:
-        raise argparse.ArgumentTypeError(f"max_model_len must be >= -1 or 'auto', got {text!r}")
-    return value
-
-
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -89,110 +56,69 @@ def positive_float(text: str) -> float:
     return value
 
 
-def _bool_pair(
-    p: argparse.ArgumentParser,
-    dest: str,
-    positive: str,
-    negatives: Sequence[str],
-    default: bool | None,
-    help: str,
-) -> None:
-    # not mutually exclusive: like BooleanOptionalAction, the last one given wins
-    p.add_argument(positive, dest=dest, action="store_const", const=True, help=help)
-    p.add_argument(*negatives, dest=dest, action="store_const", const=False)
-    p.set_defaults(**{dest: default})
+def add_vllm_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, flag: VllmFlag) -> None:
+    """One `vllm serve` flag as vLLM 0.33 parses it: its spellings, value syntax and default."""
+    names, dest, kind = (flag.flag, *flag.aliases), flag.dest, flag.kind
+    if kind is Kind.BOOL:
+        # not mutually exclusive: like BooleanOptionalAction, the last one given wins
+        p.add_argument(*names, dest=dest, action="store_const", const=True, default=flag.default)
+        p.add_argument(*flag.negatives, dest=dest, action="store_const", const=False)
+    elif kind is Kind.STORE_TRUE:
+        p.add_argument(*names, dest=dest, action="store_true")
+    elif kind is Kind.CHOICE:
+        p.add_argument(*names, dest=dest, choices=flag.choices, default=flag.default)
+    elif kind is Kind.NAMES:
+        p.add_argument(*names, dest=dest, nargs="+")
+    elif kind is Kind.OPTIONAL_STR:
+        p.add_argument(*names, dest=dest, nargs="?", const=True)
+    elif kind is Kind.STR:
+        p.add_argument(*names, dest=dest, default=flag.default)
+    else:
+        p.add_argument(*names, dest=dest, type=PARSERS[kind], default=flag.default)
 
 
-def _add_engine_flags(p: argparse.ArgumentParser) -> None:
-    """Flags that map to EngineConfig: the twin models them."""
-    for budget in BUDGET_FIELDS:  # the operator's budget table names them and their parsing
-        p.add_argument(budget.flag, type=human_readable_int if budget.human_readable else int)
-    p.add_argument("--max-model-len", type=max_model_len_arg)
-    p.add_argument(
-        "--gpu-memory-utilization", "--device-memory-utilization", type=float, default=0.92
-    )
-    p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
-    p.add_argument("--long-prefill-token-threshold", type=int, default=0)
-    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    p.add_argument("--kv-cache-dtype", default="auto")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--watermark", type=float, default=0.0)
-    p.add_argument("--kv-cache-memory-bytes", type=human_readable_int)
-    p.add_argument("--num-gpu-blocks-override", type=int)
-    p.add_argument(
-        "--performance-mode",
-        choices=("balanced", "interactivity", "throughput"),
-        default="balanced",
-    )
-    # §1.2 spells the negatives --disable-*; --no-enable-* is what BooleanOptionalAction (§1.1)
-    # generates for the same fields, so both are accepted
-    _bool_pair(
-        p,
-        "enable_chunked_prefill",
-        "--enable-chunked-prefill",
-        ("--disable-chunked-prefill", "--no-enable-chunked-prefill"),
-        None,
-        "chunked prefill (default on)",
-    )
-    _bool_pair(
-        p,
-        "enable_prefix_caching",
-        "--enable-prefix-caching",
-        ("--disable-prefix-caching", "--no-enable-prefix-caching"),
-        None,
-        "automatic prefix caching (default on)",
-    )
-    _bool_pair(
-        p, "async_scheduling", "--async-scheduling", ("--no-async-scheduling",), None, "async"
-    )
-    _bool_pair(
-        p,
-        "scheduler_reserve_full_isl",
-        "--scheduler-reserve-full-isl",
-        ("--no-scheduler-reserve-full-isl",),
-        True,
-        "admit only if the full input fits in KV",
-    )
-
-
+# EngineConfig's fields that come from a flag of the same dest (the served name comes apart)
+ENGINE_FLAGS: tuple[VllmFlag, ...] = tuple(
+    f for f in vf.FLAGS if f.dest in ENGINE_FIELDS and f.dest != "served_model_name"
+)
+_SERVER_FLAGS: tuple[VllmFlag, ...] = (
+    vf.MODEL,
+    vf.SERVED_MODEL_NAME,
+    vf.HOST,
+    vf.PORT,
+    vf.DISABLE_LOG_STATS,
+    vf.STREAM_INTERVAL,
+)
 # Accepted because vLLM 0.33 accepts them, but they change nothing the twin models. Those whose
-# effect the twin cannot reproduce are reported at startup (see `unmodelled_flags`).
-def _add_ignored_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dtype")
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--enforce-eager", action="store_true")
-    p.add_argument("--download-dir")
-    p.add_argument("--tokenizer")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--api-key")
-    p.add_argument("--hf-token", nargs="?", const=True)
-    p.add_argument(
-        "--uvicorn-log-level", choices=("critical", "error", "warning", "info", "debug", "trace")
-    )
-    p.add_argument("--optimization-level", "-O", type=int, choices=(0, 1, 2, 3))
-    p.add_argument("--max-num-scheduled-tokens", type=human_readable_int)
-    p.add_argument("--prefill-schedule-interval", type=int, default=1)
-    _bool_pair(
-        p,
-        "long_prefill_token_threshold_adaptive",
-        "--long-prefill-token-threshold-adaptive",
-        ("--no-long-prefill-token-threshold-adaptive",),
-        False,
-        "not modelled",
-    )
-    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
-    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
-    p.add_argument("--api-server-count", "-asc", type=int)
+# effect the twin cannot reproduce are reported at startup (see `_UNMODELLED`).
+_IGNORED_FLAGS: tuple[VllmFlag, ...] = tuple(
+    f for f in vf.FLAGS if f not in ENGINE_FLAGS and f not in _SERVER_FLAGS
+)
 
 
-# dest → (flag, value that changes nothing): a given value other than this is not modelled
-_UNMODELLED: Mapping[str, tuple[str, object]] = {
-    "max_num_scheduled_tokens": ("--max-num-scheduled-tokens", None),
-    "prefill_schedule_interval": ("--prefill-schedule-interval", 1),
-    "long_prefill_token_threshold_adaptive": ("--long-prefill-token-threshold-adaptive", False),
-    "pipeline_parallel_size": ("--pipeline-parallel-size", 1),
-    "data_parallel_size": ("--data-parallel-size", 1),
-    "api_server_count": ("--api-server-count", None),
+def add_engine_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The flags that map onto EngineConfig; `vllm-twin simulate` takes the same ones."""
+    for flag in ENGINE_FLAGS:
+        add_vllm_flag(p, flag)
+
+
+def engine_config_from(ns: argparse.Namespace, **extra: Any) -> EngineConfig:
+    """EngineConfig from parsed engine flags; an omitted flag keeps EngineConfig's default."""
+    values = {f.dest: getattr(ns, f.dest) for f in ENGINE_FLAGS}
+    return EngineConfig(**{k: v for k, v in values.items() if v is not None}, **extra)
+
+
+# dest → value that changes nothing: a given value other than this is not modelled
+_UNMODELLED: Mapping[str, object] = {
+    f.dest: f.default
+    for f in (
+        vf.MAX_NUM_SCHEDULED_TOKENS,
+        vf.PREFILL_SCHEDULE_INTERVAL,
+        vf.LONG_PREFILL_TOKEN_THRESHOLD_ADAPTIVE,
+        vf.PIPELINE_PARALLEL_SIZE,
+        vf.DATA_PARALLEL_SIZE,
+        vf.API_SERVER_COUNT,
+    )
 }
 
 
@@ -215,16 +141,11 @@ TWIN_EXTRAS: tuple[_Extra, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, usage=f"{PROG} [model_tag] [options]", add_help=True)
+    # prefixes are resolved against vLLM's whole option list (normalize_argv), not the twin's
+    p = _Parser(prog=PROG, usage=f"{PROG} [model_tag] [options]", add_help=True, allow_abbrev=False)
     p.add_argument("model_tag", nargs="?", help="model to serve (overrides --model)")
-    p.add_argument("--model")
-    p.add_argument("--served-model-name", nargs="+")
-    p.add_argument("--host")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--disable-log-stats", action="store_true")
-    p.add_argument("--stream-interval", type=int, default=1)
-    _add_engine_flags(p)
-    _add_ignored_flags(p)
+    for flag in (*_SERVER_FLAGS, *ENGINE_FLAGS, *_IGNORED_FLAGS):
+        add_vllm_flag(p, flag)
     twin = p.add_argument_group("twin only (also from the environment)")
     for extra in TWIN_EXTRAS:
         # default None here: the environment fills in what the command line leaves out
@@ -233,13 +154,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def normalize_argv(argv: Sequence[str]) -> list[str]:
-    """`--max_num_seqs=4` → `--max-num-seqs=4`: underscores in long flag names become dashes."""
-    out = []
-    for arg in argv:
-        if arg.startswith("--") and len(arg) > 2:
-            name, eq, value = arg.partition("=")
-            arg = name.replace("_", "-") + eq + value
-        out.append(arg)
+    """Each flag in the spelling vLLM resolves it to: `--max_num_seq=4` → `--max-num-seqs=4`.
+
+    vLLM 0.33 rewrites `_` to `-` in long names and `-O3` to `--optimization-level 3`, then
+    argparse takes any unique prefix of its options (vllm_operator.vllm.options); the twin's
+    extras are matched exactly first, since `--gpu` is a prefix of vLLM's own flags.
+    """
+    extras = {extra.flag for extra in TWIN_EXTRAS}
+    out: list[str] = []
+    positional_only = False
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        positional_only = positional_only or arg == "--"
+        if positional_only and arg.startswith("--"):
+            out.append(name.replace("_", "-") + eq + value)  # vLLM's rewrite ignores `--`
+        elif positional_only or name in extras or not arg.startswith("-"):
+            out.append(arg)
+        elif arg.startswith("-O") and arg != "-O":
+            out.append("--optimization-level=" + (arg[3:] if arg[2] == "=" else arg[2:]))
+        elif arg == "-O" and argv[i + 1 : i + 2] in (["0"], ["1"], ["2"], ["3"]):
+            out.append("--optimization-level")
+        elif arg.startswith("--"):
+            resolution = resolve_token(arg)
+            if resolution.ambiguous:
+                raise ArgvError(
+                    f"ambiguous option: {name} could match {', '.join(resolution.ambiguous)}"
+                )
+            canonical = resolution.option or name.replace("_", "-")
+            out.append(canonical + eq + value)
+        else:
+            out.append(arg)
     return out
 
 
@@ -278,28 +222,6 @@ def _extras_from(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, An
     return values
 
 
-def _engine_config(ns: argparse.Namespace, served_name: str) -> EngineConfig:
-    return EngineConfig(
-        **{budget.dest: getattr(ns, budget.dest) for budget in BUDGET_FIELDS},
-        max_model_len=ns.max_model_len,
-        enable_chunked_prefill=ns.enable_chunked_prefill,
-        enable_prefix_caching=ns.enable_prefix_caching,
-        scheduling_policy=ns.scheduling_policy,
-        gpu_memory_utilization=ns.gpu_memory_utilization,
-        long_prefill_token_threshold=ns.long_prefill_token_threshold,
-        async_scheduling=ns.async_scheduling,
-        tensor_parallel_size=ns.tensor_parallel_size,
-        kv_cache_dtype=ns.kv_cache_dtype,
-        block_size=ns.block_size,
-        watermark=ns.watermark,
-        scheduler_reserve_full_isl=ns.scheduler_reserve_full_isl,
-        performance_mode=ns.performance_mode,
-        served_model_name=served_name,
-        kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
-        num_gpu_blocks_override=ns.num_gpu_blocks_override,
-    )
-
-
 def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
     """Parse `vllm serve` argv; raises ArgvError like argparse would exit 2 (SystemExit on -h)."""
     ns = build_parser().parse_args(normalize_argv(argv))
@@ -308,7 +230,9 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
     if ns.stream_interval < 1:
         raise ArgvError(f"argument --stream-interval: must be >= 1, got {ns.stream_interval}")
     unmodelled = tuple(
-        flag for dest, (flag, neutral) in _UNMODELLED.items() if getattr(ns, dest) != neutral
+        vf.BY_DEST[dest].flag
+        for dest, neutral in _UNMODELLED.items()
+        if getattr(ns, dest) != neutral
     )
     extras = _extras_from(ns, env)
     return TwinArgs(
@@ -316,7 +240,7 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         served_model_names=names,
         host=ns.host,
         port=ns.port,
-        engine=_engine_config(ns, names[0]),
+        engine=engine_config_from(ns, served_model_name=names[0]),
         disable_log_stats=ns.disable_log_stats,
         stream_interval=ns.stream_interval,
         unmodelled=unmodelled,

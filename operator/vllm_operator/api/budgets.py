@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import Field, create_model
 from pydantic.alias_generators import to_snake
 
-from vllm_operator.api import flags
 from vllm_operator.api.base import SpecModel, StatusModel
+from vllm_operator.vllm import flags as vf
 
 # Budget fields by their wire names; mypy checks every row's key against this list.
 BudgetKey = Literal[
@@ -56,55 +56,49 @@ class BudgetField:
     def spec_path(self) -> str:
         return f"spec.budgets.{self.group}.{self.key}"
 
-    @property
-    def owned_flag(self) -> flags.OwnedFlag:
-        return flags.OwnedFlag(self.flag, f"use {self.spec_path}")
-
 
 # Order = the README's three layers (entry valve, running layer, token budget); args follow it.
 BUDGET_FIELDS: Final[tuple[BudgetField, ...]] = (
     BudgetField(
         "maxRequests",
         "queue",
-        flags.FLAG_MAX_QUEUED_REQS,
+        vf.MAX_NUM_QUEUED_REQS.flag,
         "Entry valve: requests in flight (waiting + running) per replica beyond which the "
-        f"server answers 503 ({flags.FLAG_MAX_QUEUED_REQS}). {_QUEUE_MIN}",
+        f"server answers 503 ({vf.MAX_NUM_QUEUED_REQS.flag}). {_QUEUE_MIN}",
     ),
     BudgetField(
         "maxPrefillTokens",
         "queue",
-        flags.FLAG_MAX_QUEUED_TOKENS,
+        vf.MAX_NUM_QUEUED_TOKENS.flag,
         "Entry valve: prompt tokens still in prefill per replica beyond which the server "
-        f"answers 503 ({flags.FLAG_MAX_QUEUED_TOKENS}). {_QUEUE_MIN}",
+        f"answers 503 ({vf.MAX_NUM_QUEUED_TOKENS.flag}). {_QUEUE_MIN}",
         human_readable=True,
     ),
     BudgetField(
         "maxSeqs",
         "running",
-        flags.FLAG_MAX_SEQS,
+        vf.MAX_NUM_SEQS.flag,
         "Runner capacity in sequences per engine step; sizes buffers and CUDA graphs "
-        f"({flags.FLAG_MAX_SEQS}). Changing it invalidates the compile cache. {_VLLM_DEFAULT}",
+        f"({vf.MAX_NUM_SEQS.flag}). Changing it invalidates the compile cache. {_VLLM_DEFAULT}",
     ),
     BudgetField(
         "maxActiveSeqs",
         "running",
-        flags.FLAG_MAX_ACTIVE_SEQS,
+        vf.MAX_NUM_ACTIVE_SEQS.flag,
         "How many requests may be RUNNING at once; must be <= maxSeqs "
-        f"({flags.FLAG_MAX_ACTIVE_SEQS}). {_VLLM_DEFAULT}",
+        f"({vf.MAX_NUM_ACTIVE_SEQS.flag}). {_VLLM_DEFAULT}",
     ),
     BudgetField(
         "maxBatchedTokens",
         "tokens",
-        flags.FLAG_MAX_BATCHED_TOKENS,
+        vf.MAX_NUM_BATCHED_TOKENS.flag,
         "Tokens per engine step, prefill and decode together "
-        f"({flags.FLAG_MAX_BATCHED_TOKENS}). Must be >= maxSeqs. {_VLLM_DEFAULT}",
+        f"({vf.MAX_NUM_BATCHED_TOKENS.flag}). Must be >= maxSeqs. {_VLLM_DEFAULT}",
         human_readable=True,
     ),
 )
 BUDGET_KEYS: Final = tuple(f.key for f in BUDGET_FIELDS)
 BUDGETS_BY_KEY: Final = {f.key: f for f in BUDGET_FIELDS}
-# extraArgs may not carry a budget's flag in any spelling (api/rules.py)
-OWNED_BUDGET_FLAGS: Final = tuple(f.owned_flag for f in BUDGET_FIELDS)
 
 
 class Bound(SpecModel):

@@ -89,6 +89,8 @@ def _validation(rule: Rule) -> dict[str, str]:
     entry = {"rule": rule.cel, "message": rule.message}
     if rule.field_path is not None:
         entry["fieldPath"] = rule.field_path
+    if rule.message_expression is not None:
+        entry["messageExpression"] = rule.message_expression
     return entry
 
 

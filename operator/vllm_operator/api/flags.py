@@ -1,31 +1,90 @@
 """The `vllm serve` flags that typed spec fields own, and knobs that do not exist in vLLM 0.33.
 
-One table serves three readers: the renderer (which flag a field becomes), the extraArgs rules
-(which flags a user may not repeat, in CEL and in Python) and the docs.
+vLLM's facts (spellings, dests, the option list, how a token resolves) live in vllm_operator.vllm;
+this module says which spec field owns which flag. One table serves three readers: the renderer
+(which flag a field becomes), the extraArgs rules (which flags a user may not set in any spelling
+vLLM accepts, in CEL and in Python) and the docs.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final
+
+from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.vllm import flags as vf
+from vllm_operator.vllm.options import resolve_dest, resolving_pattern
+
+
+def _quoted(token: str) -> str:
+    return f'"{token}"'
+
+
+def extra_arg_field(index: int) -> str:
+    return f"spec.engine.extraArgs[{index}]"
+
+
+# RE2's [[:space:]] and [[:cntrl:]] (ASCII only), so Python and CEL agree on every input.
+SPACE_CHARS: Final = frozenset(" \t\n\v\f\r")
+CONTROL_CHARS: Final = frozenset(chr(c) for c in (*range(0x20), 0x7F))
+SPACED_FLAG_PATTERN: Final = "^-[^=]*[[:space:]]"
+SPACED_FLAG_REFUSAL: Final = (
+    " holds a flag and a value in one element, which vLLM does not read as that flag; "
+    "write them as two elements or as --flag=value"
+)
+
+
+def is_spaced_flag(token: str) -> bool:
+    """`"--max-num-seqs 999"`: a dash-led element whose name part holds whitespace."""
+    return token.startswith("-") and not SPACE_CHARS.isdisjoint(token.partition("=")[0])
+
+
+def extra_arg_problem(token: str) -> str | None:
+    """Why `token` may not be in spec.engine.extraArgs (the text after the quoted token)."""
+    owned = owned_flag_of(token)
+    if owned is not None:
+        return owned.refusal
+    for knob in REMOVED_KNOBS:
+        if knob.matches(token):
+            return knob.refusal
+    return SPACED_FLAG_REFUSAL if is_spaced_flag(token) else None
 
 
 @dataclass(frozen=True)
 class OwnedFlag:
     """A flag that the operator writes itself; extraArgs may not carry it in any spelling."""
 
-    flag: str  # canonical spelling, as rendered
-    instead: str  # what the user should write instead, ends the error message
-    negatives: tuple[str, ...] = ()  # BooleanOptionalAction's negative spellings
-    aliases: tuple[str, ...] = ()  # other accepted names (short forms, deprecated aliases)
+    vllm: vf.VllmFlag
+    owner: str  # who sets it instead: a spec field, or "the operator"
+    why: str = ""  # appended to the refusal when the owner alone does not explain it
+
+    @property
+    def flag(self) -> str:
+        return self.vllm.flag
+
+    @property
+    def negatives(self) -> tuple[str, ...]:
+        return self.vllm.negatives
 
     @property
     def spellings(self) -> tuple[str, ...]:
-        return (self.flag, *self.negatives, *self.aliases)
+        return self.vllm.spellings
+
+    @cached_property
+    def pattern(self) -> str:
+        """Every token vLLM resolves to this flag (prefixes, `=`, `_`), as one RE2 regex."""
+        return resolving_pattern(self.vllm.dest)
 
     @property
-    def message(self) -> str:
-        return f"spec.engine.extraArgs may not set {self.flag}; {self.instead}"
+    def refusal(self) -> str:
+        """What follows the quoted token in the message."""
+        why = f"; {self.why}" if self.why else ""
+        return f" is vLLM's {self.flag}, which {self.owner} owns{why}"
+
+    def message(self, index: int, token: str) -> str:
+        return f"{extra_arg_field(index)}: {_quoted(token)}{self.refusal}"
 
 
 @dataclass(frozen=True)
@@ -41,72 +100,77 @@ class RemovedKnob:
         return (self.flag, *self.aliases)
 
     @property
-    def message(self) -> str:
-        return f"{self.flag} does not exist in vLLM 0.33; {self.instead}"
+    def pattern(self) -> str:
+        return flag_pattern(self.spellings)
+
+    @property
+    def refusal(self) -> str:
+        return f": {self.flag} does not exist in vLLM 0.33; {self.instead}"
+
+    def message(self, index: int, token: str) -> str:
+        return f"{extra_arg_field(index)}: {_quoted(token)}{self.refusal}"
+
+    def matches(self, token: str) -> bool:
+        return re.search(self.pattern.removesuffix("$") + r"\Z", token) is not None
 
 
-def _use(field: str) -> str:
-    return f"use {field}"
-
-
-# Canonical flag names the renderer emits (docs/vllm-0.33.md §1.2).
-FLAG_SERVED_MODEL_NAME: Final = "--served-model-name"
-FLAG_PORT: Final = "--port"
-FLAG_TP: Final = "--tensor-parallel-size"
-FLAG_PP: Final = "--pipeline-parallel-size"
-FLAG_MAX_MODEL_LEN: Final = "--max-model-len"
-FLAG_GPU_MEM: Final = "--gpu-memory-utilization"
-FLAG_KV_CACHE_DTYPE: Final = "--kv-cache-dtype"
-FLAG_CHUNKED_PREFILL: Final = "--enable-chunked-prefill"
-FLAG_NO_CHUNKED_PREFILL: Final = "--disable-chunked-prefill"
-FLAG_PREFIX_CACHING: Final = "--enable-prefix-caching"
-FLAG_NO_PREFIX_CACHING: Final = "--disable-prefix-caching"
-FLAG_SCHEDULING_POLICY: Final = "--scheduling-policy"
-FLAG_MAX_QUEUED_REQS: Final = "--max-num-queued-reqs"
-FLAG_MAX_QUEUED_TOKENS: Final = "--max-num-queued-tokens"
-FLAG_MAX_SEQS: Final = "--max-num-seqs"
-FLAG_MAX_ACTIVE_SEQS: Final = "--max-num-active-seqs"
-FLAG_MAX_BATCHED_TOKENS: Final = "--max-num-batched-tokens"
+# Canonical flag names the renderer emits.
+FLAG_SERVED_MODEL_NAME: Final = vf.SERVED_MODEL_NAME.flag
+FLAG_PORT: Final = vf.PORT.flag
+FLAG_TP: Final = vf.TENSOR_PARALLEL_SIZE.flag
+FLAG_PP: Final = vf.PIPELINE_PARALLEL_SIZE.flag
+FLAG_MAX_MODEL_LEN: Final = vf.MAX_MODEL_LEN.flag
+FLAG_GPU_MEM: Final = vf.GPU_MEMORY_UTILIZATION.flag
+FLAG_KV_CACHE_DTYPE: Final = vf.KV_CACHE_DTYPE.flag
+FLAG_CHUNKED_PREFILL: Final = vf.ENABLE_CHUNKED_PREFILL.flag
+FLAG_NO_CHUNKED_PREFILL: Final = vf.ENABLE_CHUNKED_PREFILL.negatives[0]
+FLAG_PREFIX_CACHING: Final = vf.ENABLE_PREFIX_CACHING.flag
+FLAG_NO_PREFIX_CACHING: Final = vf.ENABLE_PREFIX_CACHING.negatives[0]
+FLAG_SCHEDULING_POLICY: Final = vf.SCHEDULING_POLICY.flag
+FLAG_MAX_QUEUED_REQS: Final = vf.MAX_NUM_QUEUED_REQS.flag
+FLAG_MAX_QUEUED_TOKENS: Final = vf.MAX_NUM_QUEUED_TOKENS.flag
+FLAG_MAX_SEQS: Final = vf.MAX_NUM_SEQS.flag
+FLAG_MAX_ACTIVE_SEQS: Final = vf.MAX_NUM_ACTIVE_SEQS.flag
+FLAG_MAX_BATCHED_TOKENS: Final = vf.MAX_NUM_BATCHED_TOKENS.flag
 
 OWNED_FLAGS: Final[tuple[OwnedFlag, ...]] = (
-    OwnedFlag("--model", _use("spec.model")),
-    OwnedFlag(FLAG_SERVED_MODEL_NAME, _use("spec.servedModelName")),
-    OwnedFlag(FLAG_PORT, "the operator serves on port 8000, which probes and the Service use"),
-    OwnedFlag("--hf-token", "use spec.hfTokenSecret so the token stays in a Secret"),
-    OwnedFlag(FLAG_TP, _use("spec.engine.tensorParallelSize"), aliases=("-tp",)),
-    OwnedFlag(FLAG_PP, _use("spec.engine.pipelineParallelSize"), aliases=("-pp",)),
-    OwnedFlag(FLAG_MAX_MODEL_LEN, _use("spec.engine.maxModelLen")),
-    OwnedFlag(
-        FLAG_GPU_MEM,
-        _use("spec.engine.gpuMemoryUtilization"),
-        aliases=("--device-memory-utilization",),
-    ),
-    OwnedFlag(FLAG_KV_CACHE_DTYPE, _use("spec.engine.kvCacheDtype")),
-    OwnedFlag(
-        FLAG_CHUNKED_PREFILL,
-        _use("spec.engine.enableChunkedPrefill"),
-        negatives=(FLAG_NO_CHUNKED_PREFILL, "--no-enable-chunked-prefill"),
-    ),
-    OwnedFlag(
-        FLAG_PREFIX_CACHING,
-        _use("spec.engine.enablePrefixCaching"),
-        negatives=(FLAG_NO_PREFIX_CACHING, "--no-enable-prefix-caching"),
-    ),
-    OwnedFlag(FLAG_SCHEDULING_POLICY, _use("spec.engine.schedulingPolicy")),
-)  # the budget flags' rows come from the budget table: api/budgets.py OWNED_BUDGET_FLAGS
-
-REMOVED_KNOBS: Final[tuple[RemovedKnob, ...]] = (
-    RemovedKnob(
-        "--enable-batching",
-        "continuous batching is always on; size it with spec.budgets.running.maxSeqs",
-    ),
-    RemovedKnob("--max-batch-size", _use("spec.budgets.running.maxSeqs")),
-    RemovedKnob("--priority-queue", "use spec.engine.schedulingPolicy: priority"),
+    OwnedFlag(vf.MODEL, "spec.model"),
+    OwnedFlag(vf.SERVED_MODEL_NAME, "spec.servedModelName"),
+    OwnedFlag(vf.PORT, "the operator", "it serves on port 8000, which probes and the Service use"),
+    OwnedFlag(vf.HF_TOKEN, "spec.hfTokenSecret", "the token stays in a Secret"),
+    OwnedFlag(vf.TENSOR_PARALLEL_SIZE, "spec.engine.tensorParallelSize"),
+    OwnedFlag(vf.PIPELINE_PARALLEL_SIZE, "spec.engine.pipelineParallelSize"),
+    OwnedFlag(vf.MAX_MODEL_LEN, "spec.engine.maxModelLen"),
+    OwnedFlag(vf.GPU_MEMORY_UTILIZATION, "spec.engine.gpuMemoryUtilization"),
+    OwnedFlag(vf.KV_CACHE_DTYPE, "spec.engine.kvCacheDtype"),
+    OwnedFlag(vf.ENABLE_CHUNKED_PREFILL, "spec.engine.enableChunkedPrefill"),
+    OwnedFlag(vf.ENABLE_PREFIX_CACHING, "spec.engine.enablePrefixCaching"),
+    OwnedFlag(vf.SCHEDULING_POLICY, "spec.engine.schedulingPolicy"),
+    # the budget flags: one row per budget in the budget table (api/budgets.py)
+    *(OwnedFlag(vf.BY_FLAG[b.flag], b.spec_path) for b in BUDGET_FIELDS),
 )
+
+_INSTEAD: Final = {
+    "--enable-batching": "continuous batching is always on; size it with "
+    "spec.budgets.running.maxSeqs",
+    "--max-batch-size": "use spec.budgets.running.maxSeqs",
+    "--priority-queue": "use spec.engine.schedulingPolicy: priority",
+}
+REMOVED_KNOBS: Final[tuple[RemovedKnob, ...]] = tuple(
+    RemovedKnob(knob, _INSTEAD[knob]) for knob in vf.NOT_IN_VLLM
+)
+
+_OWNED_BY_DEST: Final = {f.vllm.dest: f for f in OWNED_FLAGS}
+
+
+def owned_flag_of(token: str) -> OwnedFlag | None:
+    """The owned flag vLLM would read `token` as, in whatever spelling it is written."""
+    dest = resolve_dest(token)
+    return None if dest is None else _OWNED_BY_DEST.get(dest)
 
 
 def flag_pattern(spellings: tuple[str, ...]) -> str:
-    """RE2/Python regex matching any spelling as `--flag` or `--flag=value`.
+    """RE2/Python regex matching any spelling exactly, as `--flag` or `--flag=value`.
 
     vLLM's FlexibleArgumentParser accepts `_` for `-` inside long flag names, so every inner dash
     matches either character. The pattern has no backslashes, so it drops into a CEL string as is.

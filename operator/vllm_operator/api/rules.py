@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from vllm_operator.api import flags
-from vllm_operator.api.budgets import BUDGET_KEYS, OWNED_BUDGET_FLAGS
+from vllm_operator.api.budgets import BUDGET_KEYS
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,13 @@ class Rule:
     message: str
     check: Callable[[Any], bool]  # True when the object at `path` obeys the rule
     field_path: str | None = None  # CEL fieldPath below `path`: where the API server points
+    # A message naming the offending element: CEL's messageExpression and its Python twin; the
+    # API server falls back to `message` should the expression fail.
+    message_expression: str | None = None
+    describe: Callable[[Any], str] | None = None
+
+    def message_for(self, target: Any) -> str:
+        return self.message if self.describe is None else self.describe(target)
 
 
 def _re2_search(pattern: str, text: str) -> bool:
@@ -66,14 +73,77 @@ def _batched_covers_seqs(budgets: Any) -> bool:
     return _le(budgets.running.max_seqs, budgets.tokens.max_batched_tokens)
 
 
-def _args_rule(spellings: tuple[str, ...], message: str) -> Rule:
-    pattern = flags.flag_pattern(spellings)
+def _cel_string(text: str) -> str:
+    """`text` as a single-quoted CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _element_rule(pattern: str, refused: Callable[[str], bool], refusal: str, message: str) -> Rule:
+    """extraArgs may hold no element matching `pattern` (CEL) / `refused` (Python, the same set,
+    proven by tests); the message quotes the first such element and its index."""
+    first = f"self.filter(a, a.matches('{pattern}'))[0]"
+    expression = (
+        "'spec.engine.extraArgs[' + string(self.indexOf("
+        + first
+        + ")) + ']: \"' + "
+        + first
+        + " + "
+        + _cel_string('"' + refusal)
+    )
+
+    def describe(args: list[str]) -> str:
+        index, token = next((i, a) for i, a in enumerate(args) if refused(a))
+        return f'{flags.extra_arg_field(index)}: "{token}"{refusal}'
+
     return Rule(
         path=("spec", "engine", "extraArgs"),
         cel=f"self.all(a, !a.matches('{pattern}'))",
         message=message,
-        check=lambda args: not any(_re2_search(pattern, a) for a in args),
+        check=lambda args: not any(refused(a) for a in args),
+        message_expression=expression,
+        describe=describe,
     )
+
+
+def _owned_rule(owned: flags.OwnedFlag) -> Rule:
+    return _element_rule(
+        owned.pattern,
+        lambda a: flags.owned_flag_of(a) is owned,
+        owned.refusal,
+        f"spec.engine.extraArgs may not set vLLM's {owned.flag} in any spelling; "
+        f"{owned.owner} owns it",
+    )
+
+
+def _knob_rule(knob: flags.RemovedKnob) -> Rule:
+    return _element_rule(
+        knob.pattern, knob.matches, knob.refusal, f"{knob.flag} does not exist in vLLM 0.33"
+    )
+
+
+def _argv_name_rule(name: str, where: str, *, optional: bool) -> Rule:
+    """A spec value that becomes one argv element may not read as a flag or split vLLM's argv."""
+    guard = f"!has(self.{name}) || " if optional else ""
+    return Rule(
+        path=("spec",),
+        cel=(
+            f"{guard}(!self.{name}.startsWith('-') && !self.{name}.matches('[[:space:][:cntrl:]]'))"
+        ),
+        message=(
+            f"spec.{name} may not start with '-' or hold whitespace or control characters: "
+            f"it is {where}"
+        ),
+        check=lambda spec: argv_safe(_wire_child(spec, name)),
+        field_path=f".{name}",
+    )
+
+
+def argv_safe(value: str | None) -> bool:
+    """No leading '-', no whitespace, no control character: one argv element, never a flag."""
+    if value is None:
+        return True
+    bad = flags.SPACE_CHARS | flags.CONTROL_CHARS
+    return not value.startswith("-") and bad.isdisjoint(value)
 
 
 def _bounds_rule(key: str) -> Rule:
@@ -87,8 +157,8 @@ def _bounds_rule(key: str) -> Rule:
     )
 
 
-# Every flag a typed spec field owns: the engine settings', then the budgets'.
-OWNED_FLAGS: Final = (*flags.OWNED_FLAGS, *OWNED_BUDGET_FLAGS)
+# Every flag a typed spec field owns (the budgets' rows come from the budget table).
+OWNED_FLAGS: Final = flags.OWNED_FLAGS
 _HF_TOKEN_VARS: Final = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 # The Service is named after the object, and Service names are DNS-1035 labels.
 _DNS1035_LABEL: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -184,8 +254,16 @@ RULES: Final[tuple[Rule, ...]] = (
         field_path=".minReplicas",
     ),
     *(_bounds_rule(key) for key in BUDGET_KEYS),
-    *(_args_rule(f.spellings, f.message) for f in OWNED_FLAGS),
-    *(_args_rule(k.spellings, k.message) for k in flags.REMOVED_KNOBS),
+    _argv_name_rule("model", "vllm serve's first argument", optional=False),
+    _argv_name_rule("servedModelName", "the value of --served-model-name", optional=True),
+    *(_owned_rule(f) for f in flags.OWNED_FLAGS),
+    *(_knob_rule(k) for k in flags.REMOVED_KNOBS),
+    _element_rule(
+        flags.SPACED_FLAG_PATTERN,
+        flags.is_spaced_flag,
+        flags.SPACED_FLAG_REFUSAL,
+        "spec.engine.extraArgs may not hold a flag and its value in one element",
+    ),
     Rule(
         path=("spec", "engine", "env"),
         cel=f"self.all(e, !(e.name in {list(_HF_TOKEN_VARS)!r}) || !has(e.value))",
@@ -224,5 +302,5 @@ def broken_rules(obj: Any, prefix: tuple[str, ...]) -> list[str]:
     for rule in rules_below(prefix):
         target = _resolve(obj, rule.path[len(prefix) :])
         if target is not None and not rule.check(target):
-            messages.append(rule.message)
+            messages.append(rule.message_for(target))
     return messages

@@ -16,7 +16,7 @@
     --max-num-seqs              budgets.running.maxSeqs          } replaces the spec value
     --max-num-active-seqs       budgets.running.maxActiveSeqs    }
     --max-num-batched-tokens    budgets.tokens.maxBatchedTokens  }
-    spec.engine.extraArgs       verbatim, last
+    spec.engine.extraArgs       verbatim, last; none may resolve to an owned flag
 
 Values are separate argv items (`--flag`, `value`); booleans are bare flags. Unset fields are
 omitted, so vLLM applies its own defaults.
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from vllm_operator.api import flags
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.errors import format_validation_error
+from vllm_operator.api.rules import argv_safe
 from vllm_operator.api.spec import EngineSpec, VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
@@ -96,8 +97,10 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
     """Container args for a (possibly overridden) spec, in the module docstring's order."""
     engine = spec.engine or EngineSpec()
     tp, pp = compute_parallel_sizes(spec)
-    args = [spec.model]
-    args += _opt(flags.FLAG_SERVED_MODEL_NAME, spec.served_model_name)
+    args = [_checked_name("spec.model", spec.model)]
+    served = spec.served_model_name
+    served = None if served is None else _checked_name("spec.servedModelName", served)
+    args += _opt(flags.FLAG_SERVED_MODEL_NAME, served)
     args += [flags.FLAG_PORT, str(VLLM_PORT)]
     args += [flags.FLAG_TP, str(tp)]
     if pp > 1:
@@ -117,5 +120,24 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
     budgets = compute_effective_budgets(spec)
     for field in BUDGET_FIELDS:
         args += _opt(field.flag, getattr(budgets, field.attr))
-    args += engine.extra_args
+    args += checked_extra_args(engine.extra_args)
     return args
+
+
+def checked_extra_args(extra_args: list[str]) -> list[str]:
+    """extraArgs, refused when vLLM would read one as an owned flag, in any spelling.
+
+    The API refuses such specs already; the renderer checks again because it is the last place
+    before the pod, whatever path the spec took (tuned overrides, unvalidated input).
+    """
+    for index, token in enumerate(extra_args):
+        problem = flags.extra_arg_problem(token)
+        if problem is not None:
+            raise RenderError(flags.extra_arg_field(index), f'"{token}"{problem}')
+    return list(extra_args)
+
+
+def _checked_name(field: str, value: str) -> str:
+    if not argv_safe(value):
+        raise RenderError(field, f"{value!r} would not be read as one plain argument by vLLM")
+    return value

@@ -7,17 +7,20 @@ from typing import Any
 
 import pytest
 
+from vllm_operator.sim.catalog import load_catalog
+from vllm_operator.sim.engine import resolve_config
 from vllm_operator.sim.engine.config import EngineConfig
+from vllm_operator.vllm.numbers import human_readable_int
 from vllm_twin.argv import (
     ArgvError,
     TwinArgs,
     choose_model_profile,
     format_argv_error,
-    human_readable_int,
     normalize_argv,
     parse_vllm_argv,
 )
 
+CATALOG = load_catalog(None)
 DEFAULT_ENGINE = EngineConfig(
     max_num_seqs=None,
     max_num_active_seqs=None,
@@ -157,9 +160,12 @@ def test_max_model_len_auto(text: str, value: int) -> None:
     assert parse("m", "--max-model-len", text).engine.max_model_len == value
 
 
-def test_max_model_len_below_minus_one_is_refused() -> None:
-    with pytest.raises(ArgvError, match="max-model-len"):
-        parse("m", "--max-model-len=-2")
+def test_max_model_len_below_minus_one_parses_as_vllm_and_is_refused_at_start() -> None:
+    # vLLM's human_readable_int_or_auto takes -2; its config refuses it at start-up
+    engine = parse("m", "--max-model-len=-2").engine
+    assert engine.max_model_len == -2
+    with pytest.raises(ValueError, match="max_model_len"):
+        resolve_config(engine, CATALOG.gpu("H100-80GB"), CATALOG.model("Qwen2.5-7B"))
 
 
 def test_model_positional_wins_over_flag_and_default() -> None:
@@ -296,7 +302,7 @@ def test_normalize_touches_only_long_flag_names() -> None:
     assert normalize_argv(["--max_num_seqs=a_b", "my_model", "-O3", "--", "--x_y"]) == [
         "--max-num-seqs=a_b",
         "my_model",
-        "-O3",
+        "--optimization-level=3",
         "--",
         "--x-y",
     ]

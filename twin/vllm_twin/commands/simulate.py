@@ -12,7 +12,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.cli import UsageError
 from vllm_operator.sim import runner as sim_runner
@@ -21,16 +20,15 @@ from vllm_operator.sim.balancer import BALANCERS
 from vllm_operator.sim.benchserve import BenchServeFigures, bench_serve_figures, format_bench_serve
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.sim.closedloop import ClosedLoopSpec, run_closed_loop
-from vllm_operator.sim.engine import EngineConfig, SimRequest, resolve_config
+from vllm_operator.sim.engine import SimRequest, resolve_config
 from vllm_operator.sim.engine.profiles import ProfileError
 from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.records import write_records
 from vllm_operator.sim.report import Slo, format_table
 from vllm_operator.sim.runner import RunRecord, RunResult
-from vllm_twin.argv import human_readable_int
+from vllm_twin.argv import add_engine_flags, engine_config_from
 from vllm_twin.numeric import (
     DAY,
-    INT32_MAX,
     MAX_SCHEDULED,
     WEEK,
     bounded_float,
@@ -57,8 +55,6 @@ def _seconds(text: str) -> float:
 
 RATE_MAX = 1e5  # requests/s
 MAX_REPLICAS = 1024
-_COUNT = bounded_int(1, INT32_MAX)
-_TOKENS = bounded_int(1, INT32_MAX, human_readable_int)
 _RATE = bounded_float(0, RATE_MAX, open_low=True)
 _MULTIPLIER = bounded_float(0, 1e4, open_low=True)
 _MEAN = bounded_float(0, 1e7, open_low=True)
@@ -69,32 +65,7 @@ _SLO = bounded_seconds(_seconds, DAY)
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("vLLM flags (omitted = vLLM's default for the GPU)")
-    for budget in BUDGET_FIELDS:  # the operator's budget table names them and their parsing
-        g.add_argument(budget.flag, type=_TOKENS if budget.human_readable else _COUNT)
-    g.add_argument("--max-model-len", type=_TOKENS)
-    g.add_argument(
-        "--gpu-memory-utilization", type=bounded_float(0, 1, open_low=True), default=0.92
-    )
-    g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
-    g.add_argument("--long-prefill-token-threshold", type=bounded_int(0, INT32_MAX), default=0)
-    g.add_argument("--tensor-parallel-size", "-tp", type=bounded_int(1, 64), default=1)
-    g.add_argument("--kv-cache-dtype", default="auto")
-    g.add_argument("--block-size", type=bounded_int(1, 1024), default=16)
-    g.add_argument("--watermark", type=bounded_float(0, 1), default=0.0)
-    g.add_argument(
-        "--performance-mode",
-        choices=("balanced", "interactivity", "throughput"),
-        default="balanced",
-    )
-    for flag, negative in (
-        ("enable-chunked-prefill", "disable-chunked-prefill"),
-        ("enable-prefix-caching", "disable-prefix-caching"),
-        ("async-scheduling", "no-async-scheduling"),
-        ("scheduler-reserve-full-isl", "no-scheduler-reserve-full-isl"),
-    ):
-        dest = flag.replace("-", "_")
-        g.add_argument(f"--{flag}", dest=dest, action="store_const", const=True)
-        g.add_argument(f"--{negative}", dest=dest, action="store_const", const=False)
+    add_engine_flags(g)  # the twin's `vllm serve` parser takes the same ones
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -147,29 +118,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--json", action="store_true", help="print figures as JSON")
     o.add_argument("--records", metavar="FILE", help="per-request records (.csv or .jsonl)")
     o.add_argument("--quiet", action="store_true", help="no progress on stderr")
-
-
-def _engine_config(args: argparse.Namespace) -> EngineConfig:
-    # flags that map one to one onto EngineConfig fields of the same name
-    names = (
-        *(budget.dest for budget in BUDGET_FIELDS),
-        "max_model_len",
-        "gpu_memory_utilization",
-        "scheduling_policy",
-        "long_prefill_token_threshold",
-        "tensor_parallel_size",
-        "kv_cache_dtype",
-        "block_size",
-        "watermark",
-        "performance_mode",
-        "enable_chunked_prefill",
-        "enable_prefix_caching",
-        "async_scheduling",
-    )
-    values = {name: getattr(args, name) for name in names}
-    if args.scheduler_reserve_full_isl is not None:
-        values["scheduler_reserve_full_isl"] = args.scheduler_reserve_full_isl
-    return EngineConfig(**values)
 
 
 def _positive(flag: str, value: float | None, *, allow_zero: bool = False) -> None:
@@ -292,7 +240,7 @@ def simulate(args: argparse.Namespace) -> tuple[RunResult | BenchServeFigures, d
         raise UsageError(f"--model: {exc.args[0]}") from None
     if (args.slo_ttft is None) != (args.slo_itl is None):
         raise UsageError("--slo-ttft and --slo-itl go together")
-    cfg = _engine_config(args)
+    cfg = engine_config_from(args)
     try:
         resolved = resolve_config(cfg, gpu, model, catalog.coefficients)
     except ValueError as exc:

@@ -1,8 +1,8 @@
 """Engine flags as `vllm serve` takes them, and their resolution to what vLLM 0.33 would run.
 
-`resolve_config` applies vLLM's hardware-dependent defaults (docs/vllm-0.33.md §1.3),
-then the cross-field validation vLLM raises at startup (docs/vllm-0.33.md §1.4), then
-sizes the KV cache (memory.py). Error messages are vLLM's own text where the docs quote it.
+`resolve_config` applies vLLM's hardware-dependent defaults and the cross-field validation vLLM
+raises at startup, both from the facts module (vllm_operator.vllm.defaults / .rules), then sizes
+the KV cache (memory.py). Error messages are vLLM's own text where the docs quote it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from vllm_operator.sim.engine.memory import (
     size_kv_cache,
 )
 from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile, StepCoefficients
+from vllm_operator.vllm import flags
+from vllm_operator.vllm.defaults import BatchDefaults, batch_defaults
+from vllm_operator.vllm.rules import check_limits, resolve_batch_limits
 
-POLICIES = ("fcfs", "priority")
-PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+POLICIES = flags.SCHEDULING_POLICY.choices
+PERFORMANCE_MODES = flags.PERFORMANCE_MODE.choices
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,9 @@ class ResolvedConfig:
         return self.kv_cache_size_tokens / self.max_model_len
 
 
-def default_batch_limits(gpu: GpuProfile) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of `vllm serve` on this device (§1.3 table)."""
-    name = gpu.device_name.lower()
-    if gpu.memory_gib >= 160:
-        return 16384, 1024
-    if gpu.memory_gib >= 70 and "a100" not in name and "gb10" not in name:
-        return 8192, 1024
-    return 2048, 256
+def default_batch_limits(gpu: GpuProfile) -> BatchDefaults:
+    """vLLM's (max_num_batched_tokens, max_num_seqs) defaults for `vllm serve` on this device."""
+    return batch_defaults(gpu.device_name, gpu.memory_gib)
 
 
 def _at_least(name: str, value: int | float | None, low: int) -> None:
@@ -121,51 +119,6 @@ def _check_ranges(cfg: EngineConfig) -> None:
     if cfg.performance_mode not in PERFORMANCE_MODES:
         raise ValueError(
             "performance_mode: Input should be 'balanced', 'interactivity' or 'throughput'"
-        )
-
-
-def _batch_defaults(
-    cfg: EngineConfig, gpu: GpuProfile, max_model_len: int, chunked: bool
-) -> tuple[int, int]:
-    """§1.3 defaults and post-processing; each step touches only values the user left out."""
-    default_mnbt, default_seqs = default_batch_limits(gpu)
-    mnbt, seqs = cfg.max_num_batched_tokens, cfg.max_num_seqs
-    if cfg.performance_mode == "throughput":  # step 2
-        default_mnbt, default_seqs = default_mnbt * 2, default_seqs * 2
-    seqs_value = seqs if seqs is not None else default_seqs
-    if mnbt is None:
-        if not chunked:  # step 3
-            default_mnbt = max(max_model_len, default_mnbt)
-        mnbt = min(seqs_value * max_model_len, default_mnbt)  # step 4
-    if seqs is None:
-        seqs = min(default_seqs, mnbt)  # step 5
-    return mnbt, seqs
-
-
-def _validate_scheduler(
-    mnbt: int, seqs: int, active: int, mml: int, chunked: bool, lpt: int
-) -> None:
-    # vllm/config/scheduler.py:317-360, in that order
-    if mnbt < mml and not chunked:
-        raise ValueError(
-            f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({mml}). This "
-            "effectively limits the maximum sequence length to max_num_batched_tokens and makes "
-            "vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
-            "max_model_len."
-        )
-    if mnbt < seqs:
-        raise ValueError(
-            f"max_num_batched_tokens ({mnbt}) must be greater than or equal to max_num_seqs "
-            f"({seqs})."
-        )
-    if active > seqs:
-        raise ValueError(
-            f"max_num_active_seqs ({active}) cannot be greater than max_num_seqs ({seqs})."
-        )
-    if lpt > mml:
-        raise ValueError(
-            f"long_prefill_token_threshold ({lpt}) cannot be greater than the max_model_len "
-            f"({mml})."
         )
 
 
@@ -212,10 +165,24 @@ def resolve_config(
     else:
         mml = cfg.max_model_len
     chunked = True if cfg.enable_chunked_prefill is None else cfg.enable_chunked_prefill
-    mnbt, seqs = _batch_defaults(cfg, gpu, mml, chunked)
+    limits = resolve_batch_limits(
+        cfg.max_num_batched_tokens,
+        cfg.max_num_seqs,
+        default_batch_limits(gpu),
+        max_model_len=mml,
+        chunked_prefill=chunked,
+        performance_mode=cfg.performance_mode,
+    )
+    mnbt, seqs = limits.max_num_batched_tokens, limits.max_num_seqs
     active = cfg.max_num_active_seqs if cfg.max_num_active_seqs is not None else seqs
     lpt = cfg.long_prefill_token_threshold
-    _validate_scheduler(mnbt, seqs, active, mml, chunked, lpt)
+    check_limits(
+        limits,
+        max_num_active_seqs=active,
+        max_model_len=mml,
+        chunked_prefill=chunked,
+        long_prefill_token_threshold=lpt,
+    )
     check_fits_one_request(sizing, mml, cfg.block_size)
     return ResolvedConfig(
         max_num_seqs=seqs,
