@@ -105,6 +105,8 @@ def build_openapi_schema() -> dict[str, Any]:
         schema["properties"][key] = {"type": "string", "description": prop["description"]}
     for rule in RULES:
         node = _node_at(schema, rule.path)
+        if rule.each:
+            node = node["items"]
         node.setdefault("x-kubernetes-validations", []).append(_validation(rule))
     return schema
 

@@ -27,13 +27,24 @@ class Rule:
     message: str
     check: Callable[[Any], bool]  # True when the object at `path` obeys the rule
     field_path: str | None = None  # CEL fieldPath below `path`: where the API server points
-    # A message naming the offending element: CEL's messageExpression and its Python twin; the
-    # API server falls back to `message` should the expression fail.
+    # each=True: the rule is on every element of the list at `path` (the CRD puts it on
+    # `items`), so the API server names the element, `spec.engine.extraArgs[2]`, itself.
+    each: bool = False
+    # The message for the object at hand: CEL's messageExpression and its Python twin; the API
+    # server falls back to `message` should the expression fail.
     message_expression: str | None = None
     describe: Callable[[Any], str] | None = None
 
-    def message_for(self, target: Any) -> str:
-        return self.message if self.describe is None else self.describe(target)
+    def messages_for(self, target: Any) -> list[str]:
+        """The lines a broken rule reports: one per offending element for an `each` rule."""
+        if not self.each:
+            return [self.message if self.describe is None else self.describe(target)]
+        where = ".".join(self.path)
+        describe = self.describe or (lambda _: self.message)
+        return [f"{where}[{i}]: {describe(e)}" for i, e in enumerate(target) if not self.check(e)]
+
+    def holds(self, target: Any) -> bool:
+        return all(self.check(e) for e in target) if self.each else self.check(target)
 
 
 def _re2_search(pattern: str, text: str) -> bool:
@@ -78,30 +89,20 @@ def _cel_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _element_rule(pattern: str, refused: Callable[[str], bool], refusal: str, message: str) -> Rule:
-    """extraArgs may hold no element matching `pattern` (CEL) / `refused` (Python, the same set,
-    proven by tests); the message quotes the first such element and its index."""
-    first = f"self.filter(a, a.matches('{pattern}'))[0]"
-    expression = (
-        "'spec.engine.extraArgs[' + string(self.indexOf("
-        + first
-        + ")) + ']: \"' + "
-        + first
-        + " + "
-        + _cel_string('"' + refusal)
-    )
-
-    def describe(args: list[str]) -> str:
-        index, token = next((i, a) for i, a in enumerate(args) if refused(a))
-        return f'{flags.extra_arg_field(index)}: "{token}"{refusal}'
-
+def _element_rule(
+    pattern: str, refused: Callable[[str], bool], refusal: str, message: str
+) -> Rule:
+    """No extraArgs element may match `pattern` (CEL) / `refused` (Python, the same set, proven
+    by tests); the message quotes the element. A rule per element keeps CEL's cost estimate
+    within the API server's budget, which a list-wide filter() in messageExpression is not."""
     return Rule(
         path=("spec", "engine", "extraArgs"),
-        cel=f"self.all(a, !a.matches('{pattern}'))",
+        cel=f"!self.matches('{pattern}')",
         message=message,
-        check=lambda args: not any(refused(a) for a in args),
-        message_expression=expression,
-        describe=describe,
+        check=lambda arg: not refused(arg),
+        each=True,
+        message_expression="'\"' + self + " + _cel_string('"' + refusal),
+        describe=lambda arg: f'"{arg}"{refusal}',
     )
 
 
@@ -301,6 +302,6 @@ def broken_rules(obj: Any, prefix: tuple[str, ...]) -> list[str]:
     messages = []
     for rule in rules_below(prefix):
         target = _resolve(obj, rule.path[len(prefix) :])
-        if target is not None and not rule.check(target):
-            messages.append(rule.message_for(target))
+        if target is not None and not rule.holds(target):
+            messages.extend(rule.messages_for(target))
     return messages
