@@ -1,7 +1,14 @@
-"""Go-style duration strings (`500ms`, `1.5s`, `1m30s`) as the API server and kubectl write them."""
+"""Durations: one syntax for the API and every command line.
+
+Go-style duration strings as the API server and kubectl write them: a number and a unit, one or
+more times (`500ms`, `1.5s`, `1m30s`; units ns, us, ms, s, m, h; no sign, no spaces). Command
+lines (`vllm-twin simulate`, `loadgen`) also take a bare number as seconds (`--duration 600`);
+the API does not, because `itlP95: 60` reads as milliseconds to some and seconds to others.
+"""
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import Annotated, Final
 
@@ -25,11 +32,25 @@ _PART: Final = re.compile(rf"({_NUMBER})({_UNIT})")
 DURATION_HELP: Final = "a duration such as 500ms, 1.5s or 1m30s (units ns, us, ms, s, m, h)"
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in `text`; ValueError names the accepted form when it is not a duration."""
+def parse_duration(text: str, *, bare_seconds: bool = False) -> float:
+    """Seconds in `text`; ValueError names the accepted form when it is not a duration.
+
+    `bare_seconds` (command lines) also takes a plain number as seconds.
+    """
+    if bare_seconds and re.fullmatch(_NUMBER, text):
+        return float(text)
     if not re.fullmatch(DURATION_PATTERN, text):
-        raise ValueError(f"{text!r} is not {DURATION_HELP}")
+        accepted = f"{DURATION_HELP}, or a number of seconds" if bare_seconds else DURATION_HELP
+        raise ValueError(f"{text!r} is not {accepted}")
     return sum(float(num) * _UNIT_SECONDS[unit] for num, unit in _PART.findall(text))
+
+
+def duration_arg(text: str) -> float:
+    """argparse `type` for a duration option: parse_duration with bare seconds."""
+    try:
+        return parse_duration(text, bare_seconds=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _check(text: str) -> str:

@@ -89,9 +89,7 @@ def _cel_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _element_rule(
-    pattern: str, refused: Callable[[str], bool], refusal: str, message: str
-) -> Rule:
+def _element_rule(pattern: str, refused: Callable[[str], bool], refusal: str, message: str) -> Rule:
     """No extraArgs element may match `pattern` (CEL) / `refused` (Python, the same set, proven
     by tests); the message quotes the element. A rule per element keeps CEL's cost estimate
     within the API server's budget, which a list-wide filter() in messageExpression is not."""

@@ -8,6 +8,7 @@ import json
 import random
 import sys
 
+from vllm_operator.api.durations import duration_arg
 from vllm_operator.cli import UsageError
 from vllm_operator.sim.benchserve import bench_serve_figures, format_bench_serve
 from vllm_operator.sim.closedloop import ClosedLoopSpec
@@ -24,7 +25,6 @@ from vllm_twin.loadgen.trace import (
     replay,
     resolve_trace,
 )
-from vllm_twin.loadgen.units import parse_duration
 from vllm_twin.numeric import (
     DAY,
     MAX_SCHEDULED,
@@ -39,14 +39,7 @@ NAME = "loadgen"
 HELP = "Send open- or closed-loop /v1/completions load to loopback twins; report latency figures."
 
 
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-_SPAN = bounded_seconds(_duration, DAY)
+_SPAN = bounded_seconds(duration_arg, DAY)
 _TOKENS = bounded_int(1, 10**7)
 
 
@@ -86,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--duration",
-        type=bounded_seconds(_duration, WEEK),
+        type=bounded_seconds(duration_arg, WEEK),
         help="schedule requests for this long, e.g. 60s (open loop: required)",
     )
     p.add_argument(

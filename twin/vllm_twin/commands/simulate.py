@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.api.durations import parse_duration
+from vllm_operator.api.durations import duration_arg
 from vllm_operator.cli import UsageError
 from vllm_operator.sim import runner as sim_runner
 from vllm_operator.sim import workload as wl
@@ -42,25 +42,14 @@ NAME = "simulate"
 HELP = "Simulate vLLM 0.33 replicas under a trace or synthetic load, in virtual time."
 
 
-def _seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 RATE_MAX = 1e5  # requests/s
 MAX_REPLICAS = 1024
 _RATE = bounded_float(0, RATE_MAX, open_low=True)
 _MULTIPLIER = bounded_float(0, 1e4, open_low=True)
 _MEAN = bounded_float(0, 1e7, open_low=True)
-_DURATION = bounded_seconds(_seconds, WEEK)
-_OFFSET = bounded_seconds(_seconds, 1e9, open_low=False)
-_SLO = bounded_seconds(_seconds, DAY)
+_DURATION = bounded_seconds(duration_arg, WEEK)
+_OFFSET = bounded_seconds(duration_arg, 1e9, open_low=False)
+_SLO = bounded_seconds(duration_arg, DAY)
 
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
