@@ -38,6 +38,9 @@ from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.config import load_operator_config
 from vllm_operator.constants import DEFAULT_IMAGE, VLLM_VERSION
 from vllm_operator.render import build_args, compute_parallel_sizes, render_all
+from vllm_operator.vllm.defaults import batch_defaults
+from vllm_operator.vllm.rules import SchedulerLimitError, check_limits, resolve_batch_limits
+from vllm_twin.argv import parse_vllm_argv
 
 # A cold reference venv downloads ~3 GB (~3 min at 35 MB/s); the fixture's first user waits.
 pytestmark = pytest.mark.timeout(1800)
@@ -525,6 +528,59 @@ def test_vllm_defaults_per_gpu_match_the_reference_table(gpu: str, probed: Probe
     scheduler = result["parsed"]["scheduler"]
     actual = (scheduler["max_num_seqs"], scheduler["max_num_batched_tokens"])
     assert actual == DEFAULTS_TABLE[gpu]
+    # the one copy the renderer and the engine model read (vllm_operator.vllm.defaults)
+    name, memory, capability = _named_device(gpu)
+    ours = batch_defaults(name, memory, capability)
+    assert (ours.max_num_seqs, ours.max_num_batched_tokens) == actual
+
+
+# The probe's own device classes for the two GPUs the catalog lacks.
+PROBE_DEVICES = {"b200": ("NVIDIA B200", 180, (10, 0)), "gb10": ("NVIDIA GB10", 120, (12, 1))}
+
+
+def _named_device(gpu: str) -> tuple[str, float, tuple[int, int] | None]:
+    if gpu in PROBE_DEVICES:
+        return PROBE_DEVICES[gpu]
+    device = _device(gpu)
+    return device["name"], device["memory_gib"], None
+
+
+@pytest.mark.parametrize("case_id", sorted(HARDWARE_CASES))
+def test_engine_model_resolves_the_batch_limits_vllm_resolves(
+    case_id: str, probed: ProbeAnswer
+) -> None:
+    """The twin parses the rendered argv and the engine model's rules (vllm_operator.vllm.rules)
+    accept and refuse as vLLM does, with vLLM's resolved max_num_seqs / max_num_batched_tokens."""
+    gpu, budgets = HARDWARE_CASES[case_id]
+    spec = _hardware_spec(gpu, budgets)
+    engine = parse_vllm_argv(build_args(spec), {}).engine
+    name, memory, capability = _named_device(gpu)
+    chunked = engine.enable_chunked_prefill is not False
+    limits = resolve_batch_limits(
+        engine.max_num_batched_tokens,
+        engine.max_num_seqs,
+        batch_defaults(name, memory, capability),
+        max_model_len=MODEL_MAX_LEN[spec.model],
+        chunked_prefill=chunked,
+    )
+    try:
+        check_limits(
+            limits,
+            max_num_active_seqs=engine.max_num_active_seqs,
+            max_model_len=MODEL_MAX_LEN[spec.model],
+            chunked_prefill=chunked,
+        )
+        ours = True
+    except SchedulerLimitError:
+        ours = False
+    theirs = probed.results[f"hardware:{case_id}"]
+    assert ours == theirs["accepted"], theirs
+    if ours:
+        scheduler = theirs["parsed"]["scheduler"]
+        assert (limits.max_num_seqs, limits.max_num_batched_tokens) == (
+            scheduler["max_num_seqs"],
+            scheduler["max_num_batched_tokens"],
+        )
 
 
 @pytest.mark.parametrize("case_id", sorted(HARDWARE_CASES))

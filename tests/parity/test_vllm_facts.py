@@ -1,0 +1,142 @@
+"""vLLM 0.33's facts (vllm_operator.vllm) against vLLM 0.33.0 itself.
+
+* options.json, the committed option list, is exactly what vLLM's `vllm serve` parser holds;
+* resolve_token reads every generated argv token as vLLM does (its FlexibleArgumentParser
+  rewrites, then argparse's _parse_optional): option and dest, ambiguous, unknown or a value;
+* the value parsers of the flag table (int, human-readable int, `auto`, float) accept and
+  refuse what vLLM's own `type` callables accept and refuse, with the same values.
+
+docs/parity.md explains the method; tests/parity/vllm_probe.py does vLLM's side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.parity.gen_options import (
+    OPTIONS_JSON,
+    ReferenceError,
+    format_options,
+    reference_python,
+    run_probe,
+)
+from vllm_operator.api import flags as owned_flags
+from vllm_operator.vllm import flags as vf
+from vllm_operator.vllm.numbers import FlagValueError
+from vllm_operator.vllm.options import load_option_table, resolve_token
+
+pytestmark = pytest.mark.timeout(1800)
+TABLE = load_option_table()
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    try:
+        return reference_python()
+    except ReferenceError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def _probe(python: str, mode: str, payload: Any = None) -> Any:
+    try:
+        return run_probe(python, [mode], payload)
+    except ReferenceError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def test_committed_option_list_is_vllms(vllm_python: str) -> None:
+    live = _probe(vllm_python, "--options")
+    assert live["vllm"] == "0.33.0"
+    assert OPTIONS_JSON.read_text(encoding="utf-8") == format_options(live), (
+        "options.json differs from vLLM's parser: run python -m tests.parity.gen_options"
+    )
+
+
+def _variants(prefix: str) -> list[str]:
+    out = [prefix, prefix + "=1", prefix + ".x=1", prefix + " 1", prefix.upper()]
+    if prefix.startswith("--"):
+        out.append("--" + prefix[2:].replace("-", "_"))
+    return out
+
+
+def resolution_tokens() -> list[str]:
+    """Every prefix of every owned flag's spellings in several forms, plus each vLLM option
+    exactly, with a value and as a prefix, plus the odd ones out."""
+    tokens: set[str] = set()
+    for owned in owned_flags.OWNED_FLAGS:
+        for spelling in owned.spellings:
+            for cut in range(1, len(spelling) + 1):
+                tokens.update(_variants(spelling[:cut]))
+    for option in TABLE.options:
+        for string in option.strings:
+            tokens.update(_variants(string))
+            tokens.update(_variants(string[: max(2, len(string) // 2)]))
+            tokens.add(string[:-1])
+    tokens.update(["--", "-", "", "x", "-1", "-1.5", "-O", "-O3", "-O=3", "-tp4", "-n4", "-qfp8"])
+    # --config reads a file and --help/-h print and exit: not tokens a parse can judge
+    return sorted(t for t in tokens if not t.startswith(("--config", "--help", "-h")))
+
+
+def _ours(token: str) -> dict[str, Any]:
+    resolution = resolve_token(token)
+    if resolution.option is not None:
+        return {"kind": "option", "dest": TABLE.by_string[resolution.option].dest}
+    if resolution.ambiguous:
+        return {"kind": "ambiguous"}
+    return {"kind": "unknown" if resolution.unknown else "value"}
+
+
+def test_tokens_resolve_as_vllm_resolves_them(vllm_python: str) -> None:
+    tokens = resolution_tokens()
+    answer = _probe(vllm_python, "--resolve", tokens)["results"]
+    theirs = [
+        {"kind": r["kind"], "dest": r["dest"]} if r["kind"] == "option" else {"kind": r["kind"]}
+        for r in answer
+    ]
+    differ = [
+        (t, o, v) for t, o, v in zip(tokens, map(_ours, tokens), theirs, strict=True) if o != v
+    ]
+    assert differ == [], f"{len(differ)} of {len(tokens)} tokens differ, e.g. {differ[:5]}"
+    assert len(tokens) > 5000
+
+
+VALUES = [
+    "8",
+    "0",
+    "-1",
+    "-2",
+    " 8 ",
+    "8k",
+    "8K",
+    "1.5k",
+    "1.5K",
+    "2m",
+    "1G",
+    "auto",
+    "AUTO",
+    "0.5",
+    "1e3",
+    "x",
+    "8kb",
+    "1_000",
+]
+
+
+def _value_cases() -> list[tuple[vf.VllmFlag, str]]:
+    return [(f, v) for f in vf.FLAGS if f.kind in vf.PARSERS for v in VALUES]
+
+
+def test_value_parsers_are_vllms(vllm_python: str) -> None:
+    cases = _value_cases()
+    answer = _probe(vllm_python, "--values", [{"dest": f.dest, "value": v} for f, v in cases])
+    differ = []
+    for (flag, value), theirs in zip(cases, answer["results"], strict=True):
+        try:
+            ours: dict[str, Any] = {"ok": True, "value": vf.PARSERS[flag.kind](value)}
+        except FlagValueError:
+            ours = {"ok": False}
+        if ours["ok"] != theirs["ok"] or (ours["ok"] and ours["value"] != theirs["value"]):
+            differ.append((flag.flag, value, ours, theirs))
+    assert differ == []
