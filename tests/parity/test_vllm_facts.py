@@ -19,7 +19,6 @@ from tests.parity.gen_options import (
     OPTIONS_JSON,
     ReferenceError,
     format_options,
-    reference_python,
     run_probe,
 )
 from vllm_operator.api import flags as owned_flags
@@ -29,14 +28,6 @@ from vllm_operator.vllm.options import load_option_table, resolve_token
 
 pytestmark = pytest.mark.timeout(1800)
 TABLE = load_option_table()
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> str:
-    try:
-        return reference_python()
-    except ReferenceError as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 def _probe(python: str, mode: str, payload: Any = None) -> Any:

@@ -18,9 +18,6 @@ docs/parity.md explains the method and its limits.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +28,7 @@ import yaml
 from pydantic import BaseModel
 
 from tests.fixtures.specs.cases import merge_patch
+from tests.parity.gen_options import ReferenceError, run_probe
 from vllm_operator.api import flags, rules
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.errors import InvalidSpecError, parse_vllmservice
@@ -46,8 +44,6 @@ from vllm_twin.argv import parse_vllm_argv
 pytestmark = pytest.mark.timeout(1800)
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_SCRIPT = REPO / "e2e" / "vllm-ref-venv.sh"
-PROBE = Path(__file__).with_name("vllm_probe.py")
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 CFG = load_operator_config({})
 
@@ -354,30 +350,6 @@ def _all_probe_cases() -> list[ProbeCase]:
 # ---- fixtures ---------------------------------------------------------------------------------
 
 
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _clean_env() -> dict[str, str]:
-    """The environment without the project venv's Python settings."""
-    drop = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
-@pytest.fixture(scope="session")
-def vllm_python() -> str:
-    """The reference venv's python: built on first use, then cached (e2e/vllm-ref-venv.sh)."""
-    proc = subprocess.run(
-        [str(VENV_SCRIPT)], capture_output=True, text=True, env=_clean_env(), check=False
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"e2e/vllm-ref-venv.sh failed (exit {proc.returncode}):\n{_tail(proc.stderr)}",
-            pytrace=False,
-        )
-    return proc.stdout.strip().splitlines()[-1]
-
-
 @dataclass(frozen=True)
 class ProbeAnswer:
     vllm: str
@@ -388,20 +360,10 @@ class ProbeAnswer:
 def probed(vllm_python: str) -> ProbeAnswer:
     """One probe run for every case of this module."""
     cases = _all_probe_cases()
-    proc = subprocess.run(
-        [vllm_python, str(PROBE)],
-        input=json.dumps([c.to_json() for c in cases]),
-        capture_output=True,
-        text=True,
-        env={**_clean_env(), "VLLM_TARGET_DEVICE": "cpu"},
-        timeout=900,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"vllm_probe.py failed (exit {proc.returncode}):\n{_tail(proc.stderr)}", pytrace=False
-        )
-    answer = json.loads(proc.stdout)
+    try:
+        answer = run_probe(vllm_python, [], [c.to_json() for c in cases])
+    except ReferenceError as exc:
+        pytest.fail(str(exc), pytrace=False)
     assert len(answer["results"]) == len(cases)
     return ProbeAnswer(
         answer["vllm"], {c.id: r for c, r in zip(cases, answer["results"], strict=True)}
