@@ -17,6 +17,8 @@ from tests.support.harness import Harness
 from tests.support.kube import ROOT, Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
+from tests.support.prometheus import assert_panels_return_data, prometheus_query
+from tests.support.vllmsvc import assert_spec_untouched, condition, get, wide_row_matches_status
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -40,17 +42,6 @@ def service(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def get(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
-    out = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
-    obj: dict[str, Any] = json.loads(out)
-    return obj
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    conds = obj.get("status", {}).get("conditions") or []
-    return next((c for c in conds if c["type"] == type_), {})
-
-
 def start(cluster: Cluster, harness: Harness, obj: dict[str, Any]) -> str:
     """Apply, then wait until every replica has a ready twin that Prometheus scrapes."""
     ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -68,18 +59,6 @@ def start(cluster: Cluster, harness: Harness, obj: dict[str, Any]) -> str:
 
 def replicas(cluster: Cluster, ns: str, name: str) -> int:
     return int(get(cluster, "deployment", ns, name)["spec"]["replicas"])
-
-
-def assert_spec_untouched(cluster: Cluster, ns: str, name: str) -> None:
-    """GitOps owns spec: no operator field manager may hold a spec field."""
-    out = cluster.kubectl(
-        "get", "vllmservice", name, "-n", ns, "-o", "json", "--show-managed-fields"
-    ).stdout
-    entries = json.loads(out)["metadata"]["managedFields"]
-    assert any(e["manager"] == "vllm-operator-status" for e in entries)  # the check can see us
-    for entry in entries:
-        if entry["manager"].startswith(("vllm-operator", "kopf")):
-            assert "f:spec" not in (entry.get("fieldsV1") or {}), entry
 
 
 def test_overload_adds_replicas_until_rejections_fall_under_budget(
@@ -120,6 +99,9 @@ def test_overload_adds_replicas_until_rejections_fall_under_budget(
         wait_until(
             under_budget, timeout=110, what="the 503 ratio to fall under 5% at more replicas"
         )
+        wait_until(lambda: wide_row_matches_status(cluster, namespace, "overload"), timeout=30,
+                   what="kubectl get -o wide to show the tuner's status")  # fmt: skip
+        assert_panels_return_data(cluster, namespace, "overload", after_an_outage=False)
         events = cluster.kubectl(
             "get", "events", "-n", namespace, "--field-selector",
             "involvedObject.name=overload", "-o", "json",
@@ -162,6 +144,8 @@ def test_prometheus_outage_freezes_the_tuner_and_says_why(
         what="the tuner to resume once Prometheus is back",
     )
     assert replicas(cluster, namespace, "blind") == before
+    # the dashboard's query-error panel has the errors the operator counted during the outage
+    assert_panels_return_data(cluster, namespace, "blind", after_an_outage=True)
 
 
 def test_recommend_mode_records_and_leaves_the_deployment_alone(
@@ -330,20 +314,6 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
         "running.maxActiveSeqs",
         "tokens.maxBatchedTokens",
     }, series
-
-
-def prometheus_query(cluster: Cluster, expr: str) -> list[dict[str, Any]]:
-    """An instant query to the cluster's Prometheus, waited for until it returns series."""
-    import urllib.parse
-    import urllib.request
-
-    def query() -> list[dict[str, Any]] | None:
-        url = f"{cluster.prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            result: list[dict[str, Any]] = json.load(resp)["data"]["result"]
-        return result or None
-
-    return wait_until(query, timeout=30, what=f"series for {expr}")
 
 
 def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(

@@ -118,3 +118,28 @@ def test_with_autoscaling_the_tuner_takes_replicas_before_the_renderer_drops_the
     reconcile(service(kube), deps=deps, logger=LOG)
     assert [a for a in kube.applies[before:] if a.kind == "Deployment"] == []
     assert deployment(kube)["spec"]["replicas"] == 3
+
+
+def _pod_on(kube: FakeKube, pod: str, node: str, product: str) -> None:
+    kube.put({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": node, "labels": {"nvidia.com/gpu.product": product}}})  # fmt: skip
+    kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": pod, "namespace": "team-a", "labels": {c.LABEL_SERVICE: NAME}},
+        "spec": {"nodeName": node}})  # fmt: skip
+
+
+def test_status_gpu_is_the_type_of_the_nodes_the_pods_got() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    fallback = {"type": "H100-80GB", "fallbackTypes": ["A100-80GB"]}
+    serve(kube, example("minimal.yaml", gpu=fallback), deps)
+    assert "resolvedType" not in service(kube)["status"]["gpu"]  # no pod bound yet
+    _pod_on(kube, "chat-1", "a100-0", "NVIDIA-A100-SXM4-80GB")
+    reconcile(service(kube), deps=deps, logger=LOG)
+    assert service(kube)["status"]["gpu"] == {
+        "resolvedType": "A100-80GB", "resourceName": "nvidia.com/gpu", "unknown": False,
+    }  # fmt: skip
+    # without fallbacks the nodeSelector pins the type
+    plain = FakeKube()
+    serve(plain, example("minimal.yaml", gpu={"type": "L4"}), deps_for(plain, NOW))
+    assert service(plain)["status"]["gpu"]["resolvedType"] == "L4"

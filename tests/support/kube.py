@@ -8,6 +8,7 @@ integration and e2e tiers are never skipped.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,20 @@ class Cluster:
             input=input,
             timeout=120,
         )
+
+    def table(self, *args: str) -> list[dict[str, str]]:
+        """`kubectl get ARGS` as the printed table: one {HEADER: cell} per row.
+
+        Cells are cut at the header's column offsets (kubectl left-aligns under each header),
+        so an empty cell reads as "" rather than shifting the row.
+        """
+        header, *rows = self.kubectl("get", *args).stdout.splitlines()
+        starts = [m.start() for m in re.finditer(r"\S+", header)]
+        names = header.split()
+        bounds = list(zip(starts, [*starts[1:], None], strict=True))
+        return [
+            {n: row[a:b].strip() for n, (a, b) in zip(names, bounds, strict=True)} for row in rows
+        ]
 
 
 def _cluster_env() -> dict[str, str]:

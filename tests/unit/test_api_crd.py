@@ -174,15 +174,27 @@ def test_crd_names_subresources_and_columns() -> None:
             "labelSelectorPath": ".status.selector",
         },
     }
-    columns = {c["name"]: (c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]}
-    assert columns == {
-        "Model": ("string", ".spec.model"),
-        "GPU": ("string", ".spec.gpu.type"),
-        "Desired": ("integer", ".status.replicas"),
-        "Ready-Replicas": ("integer", ".status.readyReplicas"),
-        "Ready": ("string", '.status.conditions[?(@.type=="Ready")].status'),
-        "Age": ("date", ".metadata.creationTimestamp"),
+    columns = {
+        c["name"]: (c["type"], c["jsonPath"], c.get("priority", 0))
+        for c in version["additionalPrinterColumns"]
     }
+    assert columns == {
+        "Model": ("string", ".spec.model", 0),
+        "GPU": ("string", ".status.gpu.resolvedType", 1),
+        "Desired": ("integer", ".status.replicas", 1),
+        "Ready-Replicas": ("integer", ".status.readyReplicas", 0),
+        "Ready": ("string", '.status.conditions[?(@.type=="Ready")].status', 0),
+        "Mode": ("string", ".status.tuning.mode", 0),
+        "503-Ratio": ("number", ".status.metrics.rejectionRatio", 0),
+        "TTFT-P95": ("number", ".status.metrics.ttftP95Seconds", 0),
+        "Reason": ("string", ".status.tuning.lastDecisions[-1:].reason", 0),
+        "Age": ("date", ".metadata.creationTimestamp", 0),
+    }
+    # every column's path is a field of the schema (a typo would print an empty column)
+    for column in version["additionalPrinterColumns"]:
+        path = column["jsonPath"].split("[")[0].lstrip(".").split(".")
+        if path[0] != "metadata":
+            assert _node(tuple(path))["type"] in ("string", "integer", "number", "array")
     # The scale subresource paths point at integer/string fields of the schema.
     assert _node(("spec", "replicas"))["type"] == "integer"
     assert _node(("status", "replicas"))["type"] == "integer"
@@ -225,3 +237,19 @@ def test_crds_command_prints_the_crd(capsys: pytest.CaptureFixture[str]) -> None
     crds_command.add_arguments(parser)
     assert crds_command.run(parser.parse_args([])) == 0
     assert capsys.readouterr().out == crd_yaml()
+
+
+def test_every_field_is_documented_for_kubectl_explain() -> None:
+    undocumented: list[str] = []
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        for name, sub in (node.get("properties") or {}).items():
+            if not sub.get("description") and f"{path}.{name}" != ".metadata":
+                undocumented.append(f"{path}.{name}")
+            walk(sub, f"{path}.{name}")
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                walk(node[key], f"{path}[]")
+
+    walk(build_openapi_schema(), "")
+    assert undocumented == []

@@ -36,9 +36,15 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
   verbs: [create]
 {{- end -}}
 
-{{/* kopf's cluster-scoped needs: CRD list/watch (resource discovery). */}}
+{{/*
+Cluster-scoped needs: kopf's CRD list/watch (resource discovery); get on nodes, whose GPU labels
+say which type pods with spec.gpu.fallbackTypes got (status.gpu.resolvedType).
+*/}}
 {{- define "vllm-operator.clusterRules" -}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get]
 {{- end -}}

@@ -112,15 +112,29 @@ def build_openapi_schema() -> dict[str, Any]:
 
 
 def _printer_columns() -> list[dict[str, Any]]:
+    """`kubectl get` shows readiness and the tuner; `-o wide` adds the GPU type and desired count.
+
+    The tuner's figures are what an operator on call looks at first: the mode in force, the
+    share of requests refused with 503, TTFT p95, and why the last decision was taken.
+    """
+    wide = {"priority": 1}
     return [
         {"name": "Model", "type": "string", "jsonPath": ".spec.model"},
-        {"name": "GPU", "type": "string", "jsonPath": ".spec.gpu.type"},
-        {"name": "Desired", "type": "integer", "jsonPath": ".status.replicas"},
+        {"name": "GPU", "type": "string", "jsonPath": ".status.gpu.resolvedType", **wide},
+        {"name": "Desired", "type": "integer", "jsonPath": ".status.replicas", **wide},
         {"name": "Ready-Replicas", "type": "integer", "jsonPath": ".status.readyReplicas"},
         {
             "name": "Ready",
             "type": "string",
             "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        },
+        {"name": "Mode", "type": "string", "jsonPath": ".status.tuning.mode"},
+        {"name": "503-Ratio", "type": "number", "jsonPath": ".status.metrics.rejectionRatio"},
+        {"name": "TTFT-P95", "type": "number", "jsonPath": ".status.metrics.ttftP95Seconds"},
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": ".status.tuning.lastDecisions[-1:].reason",
         },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]

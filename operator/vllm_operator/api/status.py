@@ -192,7 +192,13 @@ class TuningStatus(StatusModel):
 
 
 class GPUStatus(StatusModel):
-    resolved_type: str | None = Field(default=None, description="Catalog GPU type in use.")
+    resolved_type: str | None = Field(
+        default=None,
+        description=(
+            "Catalog GPU type the pods got: spec.gpu.type, or with spec.gpu.fallbackTypes the "
+            "types of the nodes the pods are bound to (comma-separated, most preferred first)."
+        ),
+    )
     resource_name: str | None = Field(
         default=None, description="Device resource requested, e.g. nvidia.com/gpu."
     )

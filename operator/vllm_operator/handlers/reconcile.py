@@ -27,6 +27,7 @@ from vllm_operator.handlers.deps import Deps
 from vllm_operator.render import RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
+from vllm_operator.status.gpu import bound_nodes, summarize_gpu
 from vllm_operator.status.summarize import (
     Observed,
     newsworthy,
@@ -154,6 +155,7 @@ def _reconcile(
 
     effective = None
     problem: tuple[str, str] | None = None
+    gpu: dict[str, Any] | None = None
     try:
         svc = VLLMService.model_validate(body)
         rendered = render_all(svc, deps.cfg, overrides_from_status(svc))
@@ -164,12 +166,14 @@ def _reconcile(
         problem = (c.REASON_INVALID_SPEC, "; ".join(format_validation_error(exc)))
     except UnknownGPUTypeError as exc:
         problem = (c.REASON_UNKNOWN_GPU, str(exc))
+        gpu = {"unknown": True}
     except RenderError as exc:
         # e.g. budgets vLLM would refuse on this GPU: nothing is applied, pods keep running
         problem = (c.REASON_INVALID_SPEC, str(exc))
     if problem is not None:
         # the pods of the last good spec may still run: status counts them
-        observed = Observed(_stored_deployment(deps, namespace, name, seen), problem=problem)
+        stored = _stored_deployment(deps, namespace, name, seen)
+        observed = Observed(stored, problem=problem, gpu=gpu)
     else:
         try:
             deployment = _apply_children(deps, svc, manifests, seen, fresh=not previous)
@@ -183,10 +187,14 @@ def _reconcile(
         rollout = read_rollout(deployment or {})
         ready = deployment is not None and rollout.ready >= rollout.desired
         pods = seen.pods
-        if pods is None and not ready and rollout.current > 0:  # a new Deployment has no pods
+        fallbacks = bool(svc.spec.gpu.fallback_types)  # only then do the nodes say the type
+        wanted = fallbacks or not ready
+        if pods is None and wanted and rollout.current > 0:  # a new Deployment has no pods
             pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
         unschedulable = None if ready else unschedulable_message(pods or [])
-        observed = Observed(deployment, unschedulable_message=unschedulable)
+        labels = _read_node_labels(deps, pods or [], logger) if fallbacks else None
+        gpu = summarize_gpu(svc.spec.gpu, deps.cfg.gpu_catalog, labels)
+        observed = Observed(deployment, unschedulable_message=unschedulable, gpu=gpu)
 
     _write_status(deps, body, previous, observed, effective, now, logger)
 
@@ -199,6 +207,22 @@ def _stored_deployment(deps: Deps, namespace: str, name: str, seen: Seen) -> dic
         return deps.kube.get("apps/v1", "Deployment", namespace, name)
     except ApiException:  # the pass reports its own problem; counts are best effort
         return None
+
+
+def _read_node_labels(
+    deps: Deps, pods: list[dict[str, Any]], logger: logging.Logger | Any
+) -> list[dict[str, str]] | None:
+    """Labels of the nodes the pods are bound to; None when a node cannot be read (RBAC)."""
+    labels = []
+    for node_name in bound_nodes(pods):
+        try:
+            node = deps.kube.get("v1", "Node", "", node_name)
+        except ApiException as exc:  # status.gpu then has no resolvedType; the pass goes on
+            logger.warning("cannot read node %s for status.gpu: %s", node_name, exc.reason)
+            return None
+        if node is not None:
+            labels.append(dict(node["metadata"].get("labels") or {}))
+    return labels
 
 
 def _api_reason(exc: ApiException) -> str:

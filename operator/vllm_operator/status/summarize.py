@@ -30,6 +30,7 @@ class Observed:
     deployment: dict[str, Any] | None
     unschedulable_message: str | None = None  # the scheduler's message for a Pending pod
     problem: tuple[str, str] | None = None  # (reason, message) that stops rendering
+    gpu: dict[str, Any] | None = None  # status.gpu (status/gpu.py); None: not known this pass
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ def summarize_status(
     out: dict[str, Any] = {"observedGeneration": generation, "selector": selector}
     if effective is not None:
         out["effective"] = effective
+    if observed.gpu is not None:
+        out["gpu"] = observed.gpu
     dep = observed.deployment or {}
     rollout = read_rollout(dep)
     if observed.problem is not None:

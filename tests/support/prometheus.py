@@ -1,0 +1,93 @@
+"""Queries to the cluster's real Prometheus, and the shipped Grafana dashboard's panel queries.
+
+The dashboard's expressions are run as Grafana would run them for one VLLMService: $namespace and
+$vllmservice set to that service, $__rate_interval to RATE_INTERVAL (Grafana makes it at least
+four scrape intervals; the e2e Prometheus scrapes every 2 s).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from tests.support.kube import ROOT, Cluster
+from tests.support.wait import wait_until
+
+DASHBOARD = ROOT / "charts" / "vllm-operator" / "files" / "grafana-dashboard.json"
+RATE_INTERVAL = "30s"
+# Series that only exist after the operator failed to query Prometheus: the outage scenario's.
+AFTER_AN_OUTAGE = ("vllm_operator_prometheus_query_errors_total",)
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    panel: str
+    expr: str
+
+
+def dashboard_queries() -> list[PanelQuery]:
+    """Every panel's every target expression, rows' nested panels included."""
+
+    def walk(panels: list[dict[str, Any]]) -> list[PanelQuery]:
+        out = []
+        for panel in panels:
+            out += [PanelQuery(panel["title"], t["expr"]) for t in panel.get("targets", [])]
+            out += walk(panel.get("panels", []))
+        return out
+
+    return walk(json.loads(DASHBOARD.read_text())["panels"])
+
+
+def substitute(expr: str, variables: dict[str, str]) -> str:
+    """`expr` with the dashboard's variables ($name and ${name}) replaced; unknown ones refused."""
+    values = {**variables, "__rate_interval": RATE_INTERVAL}
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in values:
+            raise KeyError(f"dashboard variable ${name} has no value in the e2e substitution")
+        return values[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", one, expr)
+
+
+def query(cluster: Cluster, expr: str) -> list[dict[str, Any]]:
+    """One instant query; the series it returns (possibly none)."""
+    url = f"{cluster.prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        result: list[dict[str, Any]] = json.load(resp)["data"]["result"]
+    return result
+
+
+def prometheus_query(cluster: Cluster, expr: str, timeout: float = 30) -> list[dict[str, Any]]:
+    """An instant query to the cluster's Prometheus, waited for until it returns series."""
+    return wait_until(lambda: query(cluster, expr) or None, timeout=timeout, what=f"series: {expr}")
+
+
+def assert_panels_return_data(
+    cluster: Cluster, namespace: str, name: str, *, after_an_outage: bool
+) -> list[str]:
+    """Each panel query of this scenario returns a finite series for the service; titles seen.
+
+    after_an_outage: the queries of the series only an outage creates, else all the others.
+    """
+    variables = {"namespace": namespace, "vllmservice": name}
+    seen = []
+    for q in dashboard_queries():
+        if any(m in q.expr for m in AFTER_AN_OUTAGE) != after_an_outage:
+            continue
+        expr = substitute(q.expr, variables)
+        # a number Grafana can draw: NaN (a quantile over no observations) is not data
+        wait_until(
+            lambda e=expr: [s for s in query(cluster, e) if math.isfinite(float(s["value"][1]))],
+            timeout=30,
+            what=f"panel {q.panel!r} to return a finite series: {expr}",
+        )
+        seen.append(q.panel)
+    assert seen, "no dashboard query in this scenario"
+    return seen

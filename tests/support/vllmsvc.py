@@ -1,0 +1,46 @@
+"""Reading a VLLMService back from the real API server, as kubectl shows it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.kube import Cluster
+
+
+def get(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
+    obj: dict[str, Any] = json.loads(out)
+    return obj
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    conds = obj.get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == type_), {})
+
+
+def assert_spec_untouched(cluster: Cluster, ns: str, name: str) -> None:
+    """GitOps owns spec: no operator field manager may hold a spec field."""
+    out = cluster.kubectl(
+        "get", "vllmservice", name, "-n", ns, "-o", "json", "--show-managed-fields"
+    ).stdout
+    entries = json.loads(out)["metadata"]["managedFields"]
+    assert any(e["manager"] == "vllm-operator-status" for e in entries)  # the check can see us
+    for entry in entries:
+        if entry["manager"].startswith(("vllm-operator", "kopf")):
+            assert "f:spec" not in (entry.get("fieldsV1") or {}), entry
+
+
+def wide_row_matches_status(cluster: Cluster, ns: str, name: str) -> bool:
+    """The printer columns of `kubectl get vllmsvc -o wide` say what status says."""
+    (row,) = cluster.table("vllmsvc", name, "-n", ns, "-o", "wide")
+    s = get(cluster, "vllmservice", ns, name)["status"]
+    decisions = s["tuning"]["lastDecisions"]
+    return (
+        (row["GPU"], row["DESIRED"], row["READY"]) == ("H100-80GB", str(s["replicas"]), "True")
+        and (row["MODE"], row["REASON"]) == (s["tuning"]["mode"], decisions[-1]["reason"])
+        and float(row["503-RATIO"]) == pytest.approx(s["metrics"]["rejectionRatio"])
+        and float(row["TTFT-P95"]) == pytest.approx(s["metrics"]["ttftP95Seconds"])
+    )
