@@ -17,7 +17,11 @@ from tests.support.harness import Harness
 from tests.support.kube import ROOT, Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
-from tests.support.prometheus import assert_panels_return_data, prometheus_query
+from tests.support.prometheus import (
+    assert_alert_fires,
+    assert_panels_return_data,
+    prometheus_query,
+)
 from tests.support.vllmsvc import assert_spec_untouched, condition, get, wide_row_matches_status
 from tests.support.wait import wait_until
 
@@ -75,6 +79,8 @@ def test_overload_adds_replicas_until_rejections_fall_under_budget(
             timeout=60,
             what="a scale-up driven by 503s",
         )
+        svc_labels = {"namespace": namespace, "serving_vllmop_io_vllmservice": "overload"}
+        assert_alert_fires(cluster, "VLLMServiceRejectionRatioOverBudget", svc_labels)
         svc = get(cluster, "vllmservice", namespace, "overload")
         scale = [
             d for d in svc["status"]["tuning"]["lastDecisions"] if d["action"] == "ScaleReplicas"
@@ -355,6 +361,10 @@ def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
         moves = [d for d in svc["status"]["tuning"]["lastDecisions"] if d["action"] == "SetBudget"]
         assert moves and moves[0]["field"] == "maxActiveSeqs", moves
         assert moves[0]["figures"]["itl_p95"] > 0.075
+        # the ITL alert, its threshold set to this service's SLO, on the same series
+        labels = {"namespace": namespace, "serving_vllmop_io_vllmservice": "chatty"}
+        itl_slo = ("prometheusRule.itlP95.thresholdSeconds=0.075",)
+        assert_alert_fires(cluster, "VLLMServiceITLP95High", labels, sets=itl_slo)
         wait_until(
             lambda: any(
                 flag(t["args"], "--max-num-active-seqs") == str(active)

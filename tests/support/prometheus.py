@@ -7,6 +7,7 @@ four scrape intervals; the e2e Prometheus scrapes every 2 s).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -91,3 +92,33 @@ def assert_panels_return_data(
         seen.append(q.panel)
     assert seen, "no dashboard query in this scenario"
     return seen
+
+
+@functools.cache
+def alert_expressions(sets: tuple[str, ...] = ()) -> dict[str, str]:
+    """The chart's PrometheusRule alerts (default values plus `sets`, --set-json): name -> expr."""
+    from tests.chart.support import CHART, Helm, documents, find, toolchain_bin
+
+    helm = Helm(toolchain_bin() / "helm")
+    text = helm("template", "vllmop", str(CHART), "--set", "prometheusRule.enabled=true",
+                *(a for s in sets for a in ("--set-json", s))).stdout  # fmt: skip
+    groups = find(documents(text), "PrometheusRule")["spec"]["groups"]
+    return {r["alert"]: r["expr"] for g in groups for r in g["rules"]}
+
+
+def assert_alert_fires(
+    cluster: Cluster,
+    alert: str,
+    labels: dict[str, str],
+    *,
+    sets: tuple[str, ...] = (),
+    timeout: float = 30,
+) -> list[dict[str, Any]]:
+    """The alert's expression, on the real Prometheus, returns a series with these labels (the
+    alert is pending, and fires once its `for:` has passed: the e2e does not wait that long)."""
+    expr = alert_expressions(sets)[alert]
+
+    def mine() -> list[dict[str, Any]]:
+        return [s for s in query(cluster, expr) if labels.items() <= s["metric"].items()]
+
+    return wait_until(mine, timeout=timeout, what=f"{alert} {labels} to fire: {expr}")
