@@ -322,6 +322,25 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
     }, series
 
 
+def test_a_budget_pinned_at_its_bound_fires_the_alert(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    # 503s over budget and maxRequests already at its max: the tuner wants it up and cannot (the
+    # restart budget and cooldown are untouched, so the bound is the blocker)
+    obj = service(
+        namespace, "pinned", autotune={"mode": "Auto", "bounds": {"maxRequests": {"max": 4}}}
+    )
+    url = start(cluster, harness, obj)
+    load = BackgroundLoad(url, rate=14, duration=60, prompt=200, output=100).start()
+    try:
+        labels = {"namespace": namespace, "vllmservice": "pinned", "field": "queue.maxRequests"}
+        assert_alert_fires(cluster, "VLLMOperatorTunerPinnedAtBound", labels, timeout=50)
+        reasons = {d["reason"] for d in decisions(cluster, namespace, "pinned")}
+        assert "BudgetAtBound" in reasons, reasons
+    finally:
+        load.join(timeout=0)
+
+
 def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
