@@ -22,7 +22,15 @@ from tests.support.prometheus import (
     assert_panels_return_data,
     prometheus_query,
 )
-from tests.support.vllmsvc import assert_spec_untouched, condition, get, wide_row_matches_status
+from tests.support.vllmsvc import (
+    assert_spec_untouched,
+    condition,
+    decisions,
+    epoch_seconds,
+    flag,
+    get,
+    wide_row_matches_status,
+)
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -188,12 +196,6 @@ def test_recommend_mode_records_and_leaves_the_deployment_alone(
     assert_spec_untouched(cluster, namespace, "advice")
 
 
-def decisions(cluster: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
-    tuning = get(cluster, "vllmservice", ns, name)["status"].get("tuning", {})
-    out: list[dict[str, Any]] = tuning.get("lastDecisions", [])
-    return out
-
-
 def test_replicas_return_to_min_only_after_the_stabilisation_window(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
@@ -214,20 +216,10 @@ def test_replicas_return_to_min_only_after_the_stabilisation_window(
     stab = 15.0
     for prev, cur in itertools.pairwise(moves):
         if cur["toValue"] < cur["fromValue"]:
-            gap = _seconds(cur["time"]) - _seconds(prev["time"])
+            gap = epoch_seconds(cur["time"]) - epoch_seconds(prev["time"])
             assert gap >= stab - 1, (prev, cur)
             assert cur["reason"].startswith("ScaleDown"), cur
     assert moves[-1]["toValue"] == 1
-
-
-def _seconds(stamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def flag(args: list[str], name: str) -> str | None:
-    return args[args.index(name) + 1] if name in args else None
 
 
 def test_restart_budget_and_bounds_hold_under_steady_pressure(
@@ -269,7 +261,7 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
         # the change: the tuner keeps evaluating with 503s over budget, and the bound and the
         # budget of one restart per hour must hold throughout.
         raised_at = max(
-            _seconds(d["time"])
+            epoch_seconds(d["time"])
             for d in decisions(cluster, namespace, "pushy")
             if d["action"] == "SetBudget"
         )
@@ -279,7 +271,7 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
         def pressed_past_cooldown() -> dict[str, Any] | None:
             st = get(cluster, "vllmservice", namespace, "pushy")["status"]
             evaluated = st.get("tuning", {}).get("lastEvaluated")
-            after = _seconds(evaluated) - raised_at if evaluated else -1.0
+            after = epoch_seconds(evaluated) - raised_at if evaluated else -1.0
             metrics = st.get("metrics", {})
             ratio = metrics.get("rejectionRatio")
             reason = condition({"status": st}, "TuningActive").get("reason", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -44,3 +45,19 @@ def wide_row_matches_status(cluster: Cluster, ns: str, name: str) -> bool:
         and float(row["503-RATIO"]) == pytest.approx(s["metrics"]["rejectionRatio"])
         and float(row["TTFT-P95"]) == pytest.approx(s["metrics"]["ttftP95Seconds"])
     )
+
+
+def decisions(cluster: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
+    tuning = get(cluster, "vllmservice", ns, name)["status"].get("tuning", {})
+    out: list[dict[str, Any]] = tuning.get("lastDecisions", [])
+    return out
+
+
+def flag(args: list[str], name: str) -> str | None:
+    """The value after `name` in a container's args, if the flag is there."""
+    return args[args.index(name) + 1] if name in args else None
+
+
+def epoch_seconds(stamp: str) -> float:
+    """A status timestamp (RFC 3339, Z) as seconds since the epoch."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
