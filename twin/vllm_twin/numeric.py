@@ -76,3 +76,21 @@ def check_schedule_size(expected: float, what: str) -> None:
             f"{what} would schedule about {expected:.3g} requests; at most {MAX_SCHEDULED:,} "
             "per run (lower the rate or the duration)"
         )
+
+
+def add_closed_loop_counts(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, num_prompts: int
+) -> None:
+    """`--num-prompts` and `--warmup` of a closed loop, as simulate and loadgen both take them."""
+    parser.add_argument(
+        "--num-prompts",
+        type=bounded_int(1, MAX_SCHEDULED),
+        default=num_prompts,
+        help="closed loop: counted requests",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=bounded_int(0, MAX_SCHEDULED),
+        default=0,
+        help="closed loop: uncounted first requests",
+    )

@@ -29,6 +29,7 @@ from vllm_twin.numeric import (
     DAY,
     MAX_SCHEDULED,
     WEEK,
+    add_closed_loop_counts,
     bounded_float,
     bounded_int,
     bounded_seconds,
@@ -89,18 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="closed loop instead: N requests in flight (vllm bench serve --max-concurrency N), "
         "fixed --prompt-tokens/--max-tokens, a vllm bench serve report",
     )
-    p.add_argument(
-        "--num-prompts",
-        type=bounded_int(1, MAX_SCHEDULED),
-        default=100,
-        help="closed loop: counted requests",
-    )
-    p.add_argument(
-        "--warmup",
-        type=bounded_int(0, MAX_SCHEDULED),
-        default=0,
-        help="closed loop: uncounted first requests",
-    )
+    add_closed_loop_counts(p, num_prompts=100)
     p.add_argument(
         "--max-requests",
         type=bounded_int(1, MAX_SCHEDULED),

@@ -31,6 +31,7 @@ from vllm_twin.numeric import (
     DAY,
     MAX_SCHEDULED,
     WEEK,
+    add_closed_loop_counts,
     bounded_float,
     bounded_int,
     bounded_seconds,
@@ -77,18 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="closed loop: N requests in flight, as vllm bench serve --max-concurrency N",
     )
-    w.add_argument(
-        "--num-prompts",
-        type=bounded_int(1, MAX_SCHEDULED),
-        default=1000,
-        help="closed loop: counted requests",
-    )
-    w.add_argument(
-        "--warmup",
-        type=bounded_int(0, MAX_SCHEDULED),
-        default=0,
-        help="closed loop: uncounted first requests",
-    )
+    add_closed_loop_counts(w, num_prompts=1000)
     w.add_argument("--rate-multiplier", type=_MULTIPLIER, default=1.0, help="trace speed-up")
     w.add_argument("--trace-start", type=_OFFSET, default=0.0, help="offset into the trace")
     w.add_argument("--loop", action="store_true", help="repeat the trace to fill --duration")
