@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from vllm_operator.api.durations import Duration
 from vllm_operator.api.errors import error_message, format_validation_error
+from vllm_operator.api.policy import PolicyConfig
 from vllm_operator.catalog import CatalogError, GPUCatalog, build_gpu_catalog
 from vllm_operator.constants import DEFAULT_IMAGE
 
@@ -79,6 +80,19 @@ class OperatorConfig(BaseModel):
     gpu_catalog: GPUCatalog = Field(
         default_factory=GPUCatalog, description="GPU types known to the operator."
     )
+    policy: PolicyConfig = Field(
+        default_factory=PolicyConfig,
+        description="Denied flags, env and images this cluster allows (docs/security.md §2).",
+    )
+
+    @model_validator(mode="after")
+    def _default_image_allowed(self) -> OperatorConfig:
+        if not self.policy.image_allowed(self.default_image):
+            raise ValueError(
+                f"defaultImage {self.default_image!r} does not match policy.allowedImages; "
+                "allow it or change defaultImage"
+            )
+        return self
 
 
 def _env_name(field: str) -> str:
@@ -86,7 +100,9 @@ def _env_name(field: str) -> str:
 
 
 # Settings an env var may carry (the catalog and file paths have their own variables).
-_ENV_SETTINGS: Final = {_env_name(f): f for f in OperatorConfig.model_fields if f != "gpu_catalog"}
+_ENV_SETTINGS: Final = {
+    _env_name(f): f for f in OperatorConfig.model_fields if f not in ("gpu_catalog", "policy")
+}
 
 
 def _read_yaml_map(path: str, what: str) -> dict[str, Any]:

@@ -17,6 +17,8 @@ VLLM_PORT: Final = 8000
 # every cache vLLM, Hugging Face, torch and Triton write (~/.cache, ~/.config, ~/.triton).
 VLLM_HOME: Final = "/home/vllm"
 VLLM_CACHE_HOME: Final = f"{VLLM_HOME}/.cache"
+VLLM_CACHE_ROOT: Final = f"{VLLM_CACHE_HOME}/vllm"  # the compile cache's mount
+TMP_PATH: Final = "/tmp"  # a writable emptyDir, as HOME is
 
 # Labels (docs/architecture.md §4.2).
 LABEL_NAME: Final = "app.kubernetes.io/name"
@@ -47,6 +49,7 @@ REASON_STABLE: Final = "RolloutComplete"
 REASON_UNSCHEDULABLE: Final = "Unschedulable"
 REASON_UNKNOWN_GPU: Final = "UnknownGPUType"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_POLICY_DENIED: Final = "PolicyDenied"
 REASON_DEADLINE: Final = "ProgressDeadlineExceeded"
 REASON_SCALED_TO_ZERO: Final = "ScaledToZero"
 REASON_HEALTHY: Final = "AsExpected"

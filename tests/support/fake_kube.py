@@ -121,6 +121,7 @@ def api_exception(status: int, reason: str, message: str) -> ApiException:
 class FakeKube:
     applies: list[Applied] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[tuple[str, str, str]] = field(default_factory=list)
     writes: int = 0
     _store: dict[Key, _Stored] = field(default_factory=dict)
     _refusals: dict[str, ApiException] = field(default_factory=dict)
@@ -222,6 +223,13 @@ class FakeKube:
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.writes += 1
         return self.put(obj)
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str) -> None:
+        self.writes += 1
+        self.deletes.append((kind, namespace, name))
+        key = (api_version, kind, namespace, name)
+        if key in self._store and self._render(key)["metadata"].get("uid", uid) == uid:
+            del self._store[key]
 
     def emit_event(
         self, involved: dict[str, Any], *, type: str, reason: str, message: str, now: datetime

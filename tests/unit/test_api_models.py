@@ -12,8 +12,8 @@ from tests.fixtures.specs.cases import BAD_SPECS, GOOD_SPECS, SpecCase, load_cas
 from vllm_operator.api import flags
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.errors import InvalidSpecError, format_location, parse_vllmservice
-from vllm_operator.api.rules import RULES
-from vllm_operator.api.spec import RunningBudgets, VLLMServiceSpec
+from vllm_operator.api.rules import RULES, Rule
+from vllm_operator.api.spec import EnvVar, RunningBudgets, VLLMServiceSpec
 from vllm_operator.api.status import VLLMServiceStatus
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.constants import API_VERSION, KIND
@@ -40,17 +40,29 @@ def test_bad_specs_are_refused_with_the_exact_message(case: SpecCase) -> None:
     assert _messages(case.obj) == [case.message]
 
 
+def _elements(rule: Rule, obj: dict[str, Any]) -> list[Any]:
+    """The list an `each` rule checks, as the models hold it (env entries are EnvVars)."""
+    target: Any = obj
+    for key in rule.path:
+        target = target.get(key, {}) if isinstance(target, dict) else {}
+    items = target if isinstance(target, list) else []
+    return [EnvVar.model_validate(e) if isinstance(e, dict) else e for e in items]
+
+
 def test_every_rule_has_a_bad_case_and_rule_cases_use_rule_messages() -> None:
     """Each rule case's message is one rule's, and every rule has a case."""
     covered: set[str] = set()
     for case in BAD:
         if case.source != "rule":
             continue
-        args = case.obj["spec"].get("engine", {}).get("extraArgs", [])
         hits = [
             r.cel
             for r in RULES
-            if (case.message in r.messages_for(args) if r.each else r.message == case.message)
+            if (
+                case.message in r.messages_for(_elements(r, case.obj))
+                if r.each
+                else r.message == case.message
+            )
         ]
         assert len(hits) == 1, case.name
         covered.update(hits)

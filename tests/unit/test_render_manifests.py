@@ -331,6 +331,7 @@ def test_every_template_value_passes_through_tojson() -> None:
     templates = sorted(TEMPLATES.glob("*.j2"))
     assert [t.name for t in templates] == [
         "deployment.yaml.j2",
+        "networkpolicy.yaml.j2",
         "podmonitor.yaml.j2",
         "service.yaml.j2",
         "servicemonitor.yaml.j2",

@@ -3,8 +3,9 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
 - VLLMServices: kopf lists/watches them and patches its annotations; status by server-side apply;
   finalizers/update lets children carry blockOwnerDeletion owner references where the
   OwnerReferencesPermissionEnforcement admission plugin is on.
-- children by server-side apply (get to compare, create+patch to apply); never update or delete:
-  garbage collection removes them through their owner references.
+- children by server-side apply (get to compare, create+patch to apply); never update. Garbage
+  collection removes them with their VLLMService through their owner references; the optional
+  ones (monitors, NetworkPolicy) are deleted when the spec switches them off.
 - Deployments also list/watch: a kopf event handler follows the children's rollouts.
 - Pods: list/watch, kopf indexes the operator's pods and follows unschedulable ones (Degraded).
 - Events: create (the operator's and kopf's own).
@@ -27,7 +28,10 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
   verbs: [get, create, patch]
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors, podmonitors]
-  verbs: [get, create, patch]
+  verbs: [get, create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]

@@ -15,7 +15,7 @@ from typing import Final
 
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.vllm import flags as vf
-from vllm_operator.vllm.options import resolve_dest, resolving_pattern
+from vllm_operator.vllm.options import Resolution, resolve_dest, resolve_token, resolving_pattern
 
 
 def _quoted(token: str) -> str:
@@ -42,14 +42,38 @@ def is_spaced_flag(token: str) -> bool:
 
 
 def extra_arg_problem(token: str) -> str | None:
-    """Why `token` may not be in spec.engine.extraArgs (the text after the quoted token)."""
+    """Why `token` may not be in spec.engine.extraArgs (the text after the quoted token).
+
+    The owned-flag, removed-knob and spaced-flag checks are also CEL rules (api/rules.py); an
+    unknown or ambiguous flag is refused here only, in the renderer: CEL cannot afford a regex
+    over vLLM's 321 option strings per element.
+    """
     owned = owned_flag_of(token)
     if owned is not None:
         return owned.refusal
     for knob in REMOVED_KNOBS:
         if knob.matches(token):
             return knob.refusal
-    return SPACED_FLAG_REFUSAL if is_spaced_flag(token) else None
+    if is_spaced_flag(token):
+        return SPACED_FLAG_REFUSAL
+    return unresolved_flag_problem(resolve_token(token))
+
+
+def unresolved_flag_problem(resolution: Resolution) -> str | None:
+    """A dash-led element vLLM's parser would exit on: no such flag, or a prefix of several."""
+    if resolution.ambiguous:
+        options = ", ".join(resolution.ambiguous[:4])
+        more = ", ..." if len(resolution.ambiguous) > 4 else ""
+        return (
+            f" is ambiguous to vLLM 0.33 (it could be {options}{more}), which exits on it; "
+            "write the whole flag"
+        )
+    if resolution.unknown:
+        return (
+            " is not a vllm serve flag in vLLM 0.33, which exits on it; check the spelling "
+            "(docs/vllm-0.33.md §1.1)"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -138,6 +162,7 @@ OWNED_FLAGS: Final[tuple[OwnedFlag, ...]] = (
     OwnedFlag(vf.SERVED_MODEL_NAME, "spec.servedModelName"),
     OwnedFlag(vf.PORT, "the operator", "it serves on port 8000, which probes and the Service use"),
     OwnedFlag(vf.HF_TOKEN, "spec.hfTokenSecret", "the token stays in a Secret"),
+    OwnedFlag(vf.API_KEY, "spec.apiKeySecret", "the key stays in a Secret"),
     OwnedFlag(vf.TENSOR_PARALLEL_SIZE, "spec.engine.tensorParallelSize"),
     OwnedFlag(vf.PIPELINE_PARALLEL_SIZE, "spec.engine.pipelineParallelSize"),
     OwnedFlag(vf.MAX_MODEL_LEN, "spec.engine.maxModelLen"),

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from vllm_operator.api import flags
 from vllm_operator.api.budgets import BUDGET_KEYS
+from vllm_operator.constants import TMP_PATH, VLLM_CACHE_ROOT, VLLM_HOME
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,34 @@ def _bounds_rule(key: str) -> Rule:
     )
 
 
+def _owned_env_rule(name: str, owner: str) -> Rule:
+    return Rule(
+        path=("spec", "engine", "env"),
+        cel=f"self.name != '{name}'",
+        message=f"{name} is set by the operator from {owner}; use {owner}",
+        check=lambda e: e.name != name,
+        each=True,
+    )
+
+
+# The directories of the image's system, and the paths the operator mounts itself (a second
+# volume at the same path is refused by the API server only when the Deployment is applied).
+_SYSTEM_DIRS: Final = "bin|boot|dev|etc|lib|lib32|lib64|libx32|proc|run|sbin|sys|usr|var/run"
+_SYSTEM_PATH: Final = f"^/({_SYSTEM_DIRS})(/|$)"
+_DOT_SEGMENT: Final = "/[.][.]?(/|$)"
+OPERATOR_MOUNTS: Final = (TMP_PATH, VLLM_HOME, VLLM_CACHE_ROOT)
+
+
+def mount_path_ok(path: str) -> bool:
+    # The schema's pattern keeps newlines out, so Python's `$` means what RE2's does here.
+    return not (
+        re.search(_SYSTEM_PATH, path)
+        or re.search(_DOT_SEGMENT, path)
+        or path in OPERATOR_MOUNTS
+        or path == "/"
+    )
+
+
 # Every flag a typed spec field owns (the budgets' rows come from the budget table).
 OWNED_FLAGS: Final = flags.OWNED_FLAGS
 _HF_TOKEN_VARS: Final = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -268,6 +297,22 @@ RULES: Final[tuple[Rule, ...]] = (
         cel=f"self.all(e, !(e.name in {list(_HF_TOKEN_VARS)!r}) || !has(e.value))",
         message="spec.engine.env may not set HF_TOKEN to a literal value; use spec.hfTokenSecret",
         check=lambda env: not any(e.name in _HF_TOKEN_VARS and e.value is not None for e in env),
+    ),
+    _owned_env_rule("VLLM_API_KEY", "spec.apiKeySecret"),
+    Rule(
+        path=("spec", "modelCache"),
+        cel=(
+            f"!self.mountPath.matches('{_SYSTEM_PATH}')"
+            f" && !self.mountPath.matches('{_DOT_SEGMENT}')"
+            f" && !(self.mountPath in {list(OPERATOR_MOUNTS)!r})"
+        ),
+        message=(
+            "spec.modelCache.mountPath may not be a system directory (/etc, /usr, /dev, ...), "
+            "hold . or .. segments, or be a path the operator mounts "
+            f"({', '.join(OPERATOR_MOUNTS)})"
+        ),
+        check=lambda cache: mount_path_ok(cache.mount_path),
+        field_path=".mountPath",
     ),
 )
 

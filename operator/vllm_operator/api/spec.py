@@ -26,6 +26,11 @@ FALLBACK_TYPES_MAX_ITEMS: Final = 8
 RULES_ERROR: Final = "vllmservice_rules"
 # A C identifier, what a shell can export and every variable vLLM reads looks like.
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# An absolute path of plain segments: no `//`, no trailing `/`, nothing a shell would expand
+# (`.` and `..` segments are refused by a rule: RE2 has no lookahead).
+MOUNT_PATH_PATTERN: Final = r"^(/[A-Za-z0-9._-]+)+$"
+DNS_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NETWORK_POLICY_MAX_NAMESPACES: Final = 32
 
 _VLLM_DEFAULT = "Omitted = vLLM's own default (the flag is not passed)."
 
@@ -271,8 +276,11 @@ class ModelCacheSpec(SpecModel):
     mount_path: str = Field(
         default=f"{VLLM_CACHE_HOME}/huggingface",
         max_length=1024,
-        pattern=r"^/",
-        description="Where the claim is mounted; HF_HOME points there.",
+        pattern=MOUNT_PATH_PATTERN,
+        description=(
+            "Where the claim is mounted; HF_HOME points there. An absolute path, not / nor a "
+            "system directory (/etc, /usr, /dev, ...) nor a path the operator mounts itself."
+        ),
     )
     read_only: bool = Field(default=False, description="Mount read-only (for pre-staged weights).")
 
@@ -295,6 +303,17 @@ class SecretKeySelector(SpecModel):
     name: K8sName = Field(description="Secret name, in the VLLMService's namespace.")
     key: str = Field(
         default="token", min_length=1, max_length=253, description="Key in the Secret."
+    )
+
+
+class NetworkPolicySpec(SpecModel):
+    from_namespaces: list[Annotated[str, Field(max_length=63, pattern=DNS_LABEL_PATTERN)]] = Field(
+        min_length=1,
+        max_length=NETWORK_POLICY_MAX_NAMESPACES,
+        description=(
+            "Namespaces whose pods may reach the vLLM port (the API and /metrics); list "
+            "this VLLMService's own namespace and your Prometheus' to keep them."
+        ),
     )
 
 
@@ -352,6 +371,20 @@ class VLLMServiceSpec(SpecModel):
     )
     hf_token_secret: SecretKeySelector | None = Field(
         default=None, description="Secret key holding the Hugging Face token (sets HF_TOKEN)."
+    )
+    api_key_secret: SecretKeySelector | None = Field(
+        default=None,
+        description=(
+            "Secret key holding the API key clients must send as a Bearer token on /v1 (sets "
+            "VLLM_API_KEY; /health and /metrics stay open)."
+        ),
+    )
+    network_policy: NetworkPolicySpec | None = Field(
+        default=None,
+        description=(
+            "A NetworkPolicy that admits ingress to the pods only from the listed namespaces; "
+            "none when omitted."
+        ),
     )
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@ from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
-from vllm_operator.render import RenderError, UnknownGPUTypeError, render_all
+from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.gpu import bound_nodes, summarize_gpu
@@ -100,6 +100,39 @@ class Seen:
     only: frozenset[str] | None = None
 
 
+# Children the spec may switch off; the Deployment and the Service always exist.
+OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+)
+
+
+def _prune_children(
+    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], logger: Any
+) -> None:
+    """Delete the optional children the spec no longer asks for (a monitor switched off, the
+    NetworkPolicy removed) when this VLLMService controls them. Full passes only: a read per
+    optional kind, no write unless one is there."""
+    rendered = {m["kind"] for m in manifests}
+    namespace, name = svc.metadata["namespace"], svc.metadata["name"]
+    for api_version, kind in OPTIONAL_CHILDREN:
+        if kind in rendered:
+            continue
+        try:
+            current = deps.kube.get(api_version, kind, namespace, name)
+            if current is not None and _controlled_by(current, svc.uid):
+                deps.kube.delete(api_version, kind, namespace, name, uid=current["metadata"]["uid"])
+                logger.info(f"deleted {kind} {namespace}/{name}: the spec no longer asks for it")
+        except ApiException as exc:  # e.g. RBAC of an older chart: the child stays, as before
+            logger.warning(f"cannot prune {kind} {namespace}/{name}: {_api_reason(exc)}")
+
+
+def _controlled_by(obj: dict[str, Any], uid: str | None) -> bool:
+    owners = obj.get("metadata", {}).get("ownerReferences") or []
+    return uid is not None and any(o.get("uid") == uid and o.get("controller") for o in owners)
+
+
 def _apply_children(
     deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], seen: Seen, *, fresh: bool
 ) -> dict[str, Any] | None:
@@ -164,6 +197,8 @@ def _reconcile(
         # The API server's schema should have refused this; it can still happen for objects
         # stored before a CRD upgrade. Nothing is applied from a spec we cannot trust.
         problem = (c.REASON_INVALID_SPEC, "; ".join(format_validation_error(exc)))
+    except PolicyError as exc:
+        problem = (c.REASON_POLICY_DENIED, str(exc))
     except UnknownGPUTypeError as exc:
         problem = (c.REASON_UNKNOWN_GPU, str(exc))
         gpu = {"unknown": True}
@@ -184,6 +219,8 @@ def _reconcile(
             failed = Observed(stored, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
             _write_status(deps, body, previous, failed, effective, now, logger)
             raise
+        if previous and seen.only is None:
+            _prune_children(deps, svc, manifests, logger)
         rollout = read_rollout(deployment or {})
         ready = deployment is not None and rollout.ready >= rollout.desired
         pods = seen.pods

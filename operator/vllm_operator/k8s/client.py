@@ -7,6 +7,7 @@ one operator reconciles a thousand VLLMServices.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ RESOURCES: dict[tuple[str, str], str] = {
     ("apps/v1", "ReplicaSet"): "replicasets",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitors",
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitors",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
     ("coordination.k8s.io/v1", "Lease"): "leases",
     (c.API_VERSION, c.KIND): c.PLURAL,
 }
@@ -92,6 +94,10 @@ class Kube(Protocol):
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str
+    ) -> None: ...
 
     def emit_event(
         self, involved: dict[str, Any], *, type: str, reason: str, message: str, now: datetime
@@ -177,6 +183,13 @@ class KubeClient:
         meta = obj["metadata"]
         path = resource_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         return self._request("PUT", path, body=obj)
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str) -> None:
+        """DELETE the object if it is still the one with `uid` (a precondition: an object of
+        the same name created since is left alone); gone already is success."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        with contextlib.suppress(NotFoundError):
+            self._request("DELETE", resource_path(api_version, kind, namespace, name), body=body)
 
     def emit_event(
         self,

@@ -8,12 +8,18 @@ from vllm_operator.render.args import (
     compute_parallel_sizes,
 )
 from vllm_operator.render.core import RenderResult, render_all
-from vllm_operator.render.errors import RenderError, TemplateOutputError, UnknownGPUTypeError
+from vllm_operator.render.errors import (
+    PolicyError,
+    RenderError,
+    TemplateOutputError,
+    UnknownGPUTypeError,
+)
 from vllm_operator.render.labels import build_labels, build_selector_labels, build_selector_string
 from vllm_operator.render.overrides import overrides_from_status
 
 __all__ = [
     "NO_OVERRIDES",
+    "PolicyError",
     "RenderError",
     "RenderResult",
     "TemplateOutputError",

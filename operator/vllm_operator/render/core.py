@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_operator.api.policy import find_policy_violations
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues, EffectiveStatus
 from vllm_operator.api.v1alpha1 import VLLMService
@@ -17,8 +18,13 @@ from vllm_operator.render.args import (
     compute_parallel_sizes,
 )
 from vllm_operator.render.deployment import build_deployment_values
+from vllm_operator.render.errors import PolicyError
 from vllm_operator.render.hardware import check_hardware_defaults
 from vllm_operator.render.monitoring import MONITORING_API_VERSION, build_monitor_values
+from vllm_operator.render.networkpolicy import (
+    NETWORKING_API_VERSION,
+    build_network_policy_values,
+)
 from vllm_operator.render.placement import compute_gpu_placement
 from vllm_operator.render.service import build_service_values
 from vllm_operator.render.templates import render_manifest
@@ -62,14 +68,18 @@ def compute_warnings(spec: VLLMServiceSpec) -> list[str]:
 def render_all(
     svc: VLLMService, cfg: OperatorConfig, overrides: BudgetValues = NO_OVERRIDES
 ) -> RenderResult:
-    """Every child manifest of `svc` (Deployment, Service, monitors) in apply order, with what
-    the pods run (status.effective: args, image, budgets, parallelism and the spec hash).
+    """Every child manifest of `svc` (Deployment, Service, monitors, NetworkPolicy) in apply
+    order, with what the pods run (status.effective: args, image, budgets, parallelism and the
+    spec hash).
 
     One pass computes each value once, so status reports exactly what was rendered. Raises
-    UnknownGPUTypeError (spec.gpu.type not in cfg.gpu_catalog) and other RenderErrors, each
-    naming the field to fix.
+    PolicyError (a setting cfg.policy denies), UnknownGPUTypeError (spec.gpu.type not in
+    cfg.gpu_catalog) and other RenderErrors, each naming the field to fix.
     """
     spec = apply_overrides(svc.spec, overrides)
+    violations = find_policy_violations(spec, cfg.policy, spec.image or cfg.default_image)
+    if violations:
+        raise PolicyError(violations)
     placement = compute_gpu_placement(spec.gpu, cfg.gpu_catalog)
     check_hardware_defaults(spec, cfg.gpu_catalog)
     args = build_args(spec)
@@ -106,6 +116,16 @@ def render_all(
                     template_dir=templates,
                 )
             )
+    if spec.network_policy is not None:
+        manifests.append(
+            render_manifest(
+                "networkpolicy.yaml.j2",
+                build_network_policy_values(svc, spec.network_policy),
+                api_version=NETWORKING_API_VERSION,
+                kind="NetworkPolicy",
+                template_dir=templates,
+            )
+        )
     tp, pp = compute_parallel_sizes(spec)
     effective = EffectiveStatus(
         args=args,

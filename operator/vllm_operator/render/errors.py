@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vllm_operator.api.policy import Violation
+
 
 class RenderError(ValueError):
     """The spec is valid, but cannot be turned into manifests with this operator config."""
@@ -23,3 +25,13 @@ class UnknownGPUTypeError(RenderError):
 
 class TemplateOutputError(RenderError):
     """A manifest template produced something that is not the expected manifest."""
+
+
+class PolicyError(RenderError):
+    """The spec is valid, but the operator's policy (operator config `policy`) refuses it."""
+
+    def __init__(self, violations: list[Violation]) -> None:
+        first, rest = violations[0], violations[1:]
+        more = f" (and {len(rest)} more: {', '.join(v.field for v in rest)})" if rest else ""
+        super().__init__(first.field, first.message + more)
+        self.violations = violations

@@ -7,12 +7,8 @@ from typing import Any, Final
 from vllm_operator.api.resources import format_cpu, format_memory
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.catalog import GPUType
-from vllm_operator.render.security import (
-    HF_HOME,
-    VLLM_CACHE_ROOT,
-    build_home_env,
-    build_writable_dirs,
-)
+from vllm_operator.constants import VLLM_CACHE_ROOT
+from vllm_operator.render.security import HF_HOME, build_home_env, build_writable_dirs
 
 HEALTH_PATH: Final = "/health"
 PORT_NAME: Final = "http"
@@ -27,9 +23,10 @@ STARTUP_FAILURES: Final = 180
 def build_env(spec: VLLMServiceSpec) -> list[dict[str, Any]]:
     """Operator-set variables first, the user's after (a later duplicate name wins)."""
     env = build_home_env()
-    if spec.hf_token_secret is not None:
-        ref = {"name": spec.hf_token_secret.name, "key": spec.hf_token_secret.key}
-        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
+    for name, secret in (("HF_TOKEN", spec.hf_token_secret), ("VLLM_API_KEY", spec.api_key_secret)):
+        if secret is not None:
+            ref = {"name": secret.name, "key": secret.key}
+            env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
     hf_home = HF_HOME if spec.model_cache is None else spec.model_cache.mount_path
     env.append({"name": "HF_HOME", "value": hf_home})
     env.append({"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE_ROOT})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from vllm_operator.constants import VLLM_CACHE_HOME, VLLM_HOME
+from vllm_operator.constants import TMP_PATH, VLLM_CACHE_HOME, VLLM_HOME
 
 # Not 0, and not a UID of the image's: the image's files are world-readable, and every path vLLM
 # writes is a volume that fsGroup makes group-writable.
@@ -20,9 +20,7 @@ USER_NAME: Final = "vllm"  # getpass.getuser() (torch inductor's cache dir) read
 
 HOME_VOLUME: Final = "home"
 TMP_VOLUME: Final = "tmp"
-TMP_PATH: Final = "/tmp"
 HF_HOME: Final = f"{VLLM_CACHE_HOME}/huggingface"
-VLLM_CACHE_ROOT: Final = f"{VLLM_CACHE_HOME}/vllm"
 
 
 def build_pod_security_context() -> dict[str, Any]:

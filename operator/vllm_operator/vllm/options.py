@@ -173,14 +173,20 @@ def _unique_from(string: str, others: list[str]) -> int:
     return len(string)
 
 
-def resolving_pattern(dest: str, table: OptionTable | None = None) -> str:
+def resolving_pattern(
+    dest: str, table: OptionTable | None = None, strings: tuple[str, ...] | None = None
+) -> str:
     """RE2/Python regex (no backslashes: it drops into a CEL string) that matches exactly the
-    tokens resolve_token resolves to the action `dest`."""
+    tokens resolve_token resolves to the action `dest`, or only to its option `strings`."""
     table = table or load_option_table()
     action = next(o for o in table.options if o.dest == dest)
     others = [s for o in table.options if o is not action for s in o.strings]
+    # a prefix of one of the action's other strings also resolves to the action (one dest):
+    # leaving them out, those strings must be told apart as if they were other actions'
+    kept = action.strings if strings is None else strings
+    others += [s for s in action.strings if s not in kept]
     alternatives = []
-    for string in action.strings:
+    for string in kept:
         k = _unique_from(string, others)
         if not string.startswith("--") and string[:2] in others:
             k = len(string)  # -Xrest would mean the short option -X with a value
