@@ -61,7 +61,13 @@ def test_a_denied_flag_is_reported_and_nothing_is_deployed(
     obj = load_example("minimal.yaml", namespace)
     obj["spec"]["engine"] = {"extraArgs": ["--enforce-eager", "--trust_remote"]}
     name = obj["metadata"]["name"]
-    apply(cluster, obj)  # the CRD cannot know the operator's policy: the API server stores it
+    # The CRD cannot know the operator's policy, so the API server stores the object, unless a
+    # chart test's ValidatingAdmissionPolicy on this shared cluster is still being torn down.
+    wait_until(
+        lambda: apply(cluster, obj, check=False).returncode == 0,
+        timeout=60,
+        what="the API server to store a VLLMService with a denied flag (no admission policy)",
+    )
 
     cond = wait_degraded(
         cluster, namespace, name, timeout=60, what="Degraded=True for a flag the policy denies"
