@@ -26,8 +26,7 @@ from vllm_twin.argv import parse_vllm_argv
 from vllm_twin.cli import main as cli_main
 from vllm_twin.commands import twin as twin_command
 from vllm_twin.server.app import build_app, start_server
-from vllm_twin.server.routes import ServeOptions
-from vllm_twin.server.setup import build_engine
+from vllm_twin.server.setup import build_engine, serve_options_from
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 FAST = ["--time-scale", "50"]
@@ -54,18 +53,14 @@ async def wait_healthy(session: aiohttp.ClientSession, base: str, within: float 
 
 
 @asynccontextmanager
-async def twin(*argv: str) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
+async def twin(
+    *argv: str, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
     """An in-process twin for `vllm serve` argv, and a client session pointed at it."""
-    args = parse_vllm_argv([MODEL, *FAST, *argv], {})
+    args = parse_vllm_argv([MODEL, *FAST, *argv], env or {})
     setup = build_engine(args)
-    options = ServeOptions(
-        model=args.model,
-        served_model_names=args.served_model_names,
-        time_scale=args.time_scale,
-        disable_log_stats=args.disable_log_stats,
-        stream_interval=args.stream_interval,
-    )
-    runner, port = await start_server(build_app(setup.engine, options), "127.0.0.1", 0)
+    app = build_app(setup.engine, serve_options_from(args))
+    runner, port = await start_server(app, "127.0.0.1", 0)
     base = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as session:

@@ -28,6 +28,7 @@ from vllm_operator.sim.engine.config import EngineConfig
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
 from vllm_operator.vllm.options import resolve_token
+from vllm_twin.server.auth import resolve_api_keys
 
 ENGINE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineConfig))
 
@@ -88,6 +89,7 @@ _SERVER_FLAGS: tuple[VllmFlag, ...] = (
     vf.PORT,
     vf.DISABLE_LOG_STATS,
     vf.STREAM_INTERVAL,
+    vf.API_KEY,
 )
 # Accepted because vLLM 0.33 accepts them, but they change nothing the twin models. Those whose
 # effect the twin cannot reproduce are reported at startup (see `_UNMODELLED`).
@@ -202,6 +204,7 @@ class TwinArgs:
     sim_profiles: str | None
     sim_seed: int
     unmodelled: tuple[str, ...]  # flags given with an effect the twin does not reproduce
+    api_keys: tuple[str, ...] = ()  # --api-key, else VLLM_API_KEY: /v1 needs one of them
 
     @property
     def model_name(self) -> str:
@@ -244,6 +247,7 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         disable_log_stats=ns.disable_log_stats,
         stream_interval=ns.stream_interval,
         unmodelled=unmodelled,
+        api_keys=resolve_api_keys(ns.api_key, env),
         **extras,
     )
 

@@ -22,8 +22,8 @@ from aiohttp import web
 
 from vllm_twin.argv import ArgvError, TwinArgs, format_argv_error, parse_vllm_argv
 from vllm_twin.server.app import build_app, start_server
-from vllm_twin.server.routes import VLLM_VERSION, ServeOptions
-from vllm_twin.server.setup import EngineSetup, TwinSetupError, build_engine
+from vllm_twin.server.routes import VLLM_VERSION
+from vllm_twin.server.setup import EngineSetup, TwinSetupError, build_engine, serve_options_from
 
 NAME = "twin"
 HELP = "Run a simulated vLLM 0.33 server on 127.0.0.1 with `vllm serve` arguments."
@@ -103,14 +103,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
 
 
 async def _serve(targs: TwinArgs, setup: EngineSetup, host: str) -> None:
-    options = ServeOptions(
-        model=targs.model,
-        served_model_names=targs.served_model_names,
-        time_scale=targs.time_scale,
-        disable_log_stats=targs.disable_log_stats,
-        stream_interval=targs.stream_interval,
-    )
-    app: web.Application = build_app(setup.engine, options)
+    app: web.Application = build_app(setup.engine, serve_options_from(targs))
     runner, port = await start_server(app, host, targs.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -9,9 +9,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from vllm_operator.sim.engine import Engine
 from vllm_twin.exposition import Registry
+from vllm_twin.server.auth import build_auth_middleware
 from vllm_twin.server.driver import EngineDriver, NullObserver, Observer
 from vllm_twin.server.http_metrics import HttpMetrics
 from vllm_twin.server.routes import STATE, ServeOptions, TwinState, add_routes, unix_now
@@ -40,7 +42,10 @@ def build_app(
         )
     driver = EngineDriver(engine, observer, clock=clock, time_scale=options.time_scale)
     http = HttpMetrics(registry, elapsed=driver.now)
-    app = web.Application(middlewares=[http.middleware])
+    middlewares: list[Middleware] = [http.middleware]
+    if options.api_keys:  # inside the HTTP metrics, so a 401 is counted like any answer
+        middlewares.append(build_auth_middleware(options.api_keys))
+    app = web.Application(middlewares=middlewares)
     app[STATE] = TwinState(driver, options, registry, max_model_len, unix_now())
     add_routes(app)
     app.cleanup_ctx.append(_run_driver)

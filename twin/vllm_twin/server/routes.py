@@ -32,6 +32,7 @@ class ServeOptions:
     time_scale: float = 1.0
     disable_log_stats: bool = False
     stream_interval: int = 1  # tokens per streamed chunk (--stream-interval)
+    api_keys: tuple[str, ...] = ()  # none: no key needed (vLLM without --api-key/VLLM_API_KEY)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.sim.engine import Engine
 from vllm_operator.sim.engine.profiles import ProfileError
 from vllm_twin.argv import TwinArgs, choose_model_profile
+from vllm_twin.server.routes import ServeOptions
 
 
 class TwinSetupError(Exception):
@@ -61,3 +62,15 @@ def build_engine(args: TwinArgs) -> EngineSetup:
         coeffs=catalog.coefficients,
     )
     return EngineSetup(engine, args.gpu, model_name)
+
+
+def serve_options_from(args: TwinArgs) -> ServeOptions:
+    """What the HTTP layer needs from the parsed command line."""
+    return ServeOptions(
+        model=args.model,
+        served_model_names=args.served_model_names,
+        time_scale=args.time_scale,
+        disable_log_stats=args.disable_log_stats,
+        stream_interval=args.stream_interval,
+        api_keys=args.api_keys,
+    )
