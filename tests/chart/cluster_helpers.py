@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from tests.chart.support import (
     write_token_kubeconfig,
 )
 from tests.support.kube import ROOT, Cluster
+from tests.support.vllmsvc import get
 from tests.support.wait import wait_until
 
 CRD_FILES = sorted((CHART / "crds").glob("*.yaml"))
@@ -88,9 +91,16 @@ def gpu_catalog_sets(gpu_type: str) -> list[str]:
 
 
 def install_namespaced(
-    helm: Helm, release: str, namespace: str, watched: list[str], gpu: str
+    helm: Helm,
+    release: str,
+    namespace: str,
+    watched: list[str],
+    gpu: str,
+    *args: str,
+    chart: Path = CHART,
 ) -> None:
-    """The chart in namespaced mode, watching `watched`, with the test's own GPU type."""
+    """The chart in namespaced mode, watching `watched`, with the test's own GPU type; `args`:
+    more helm install arguments."""
     install_chart(
         helm,
         release,
@@ -100,11 +110,15 @@ def install_namespaced(
         "--set",
         f"watch.namespaces={{{','.join(watched)}}}",
         *gpu_catalog_sets(gpu),
+        *args,
+        chart=chart,
     )
 
 
-def install_chart(helm: Helm, release: str, namespace: str, *args: str) -> None:
-    helm("install", release, str(CHART), "-n", namespace, "--wait", "--timeout=3m", *args)
+def install_chart(
+    helm: Helm, release: str, namespace: str, *args: str, chart: Path = CHART
+) -> None:
+    helm("install", release, str(chart), "-n", namespace, "--wait", "--timeout=3m", *args)
 
 
 def unique_gpu_type() -> str:
@@ -199,3 +213,82 @@ def can_i(cluster: Cluster, kubeconfig: Path, *args: str) -> bool:
 
 def sa_kubectl(cluster: Cluster, kubeconfig: Path, *args: str) -> Any:
     return cluster.kubectl("--kubeconfig", str(kubeconfig), *args, check=False)
+
+
+def watching(container: dict[str, Any], namespaces: list[str]) -> dict[str, Any]:
+    """The cluster-scope pod's container, run on this shared cluster in `namespaces` only (-n
+    each) so that it does not reconcile other sessions' VLLMServices. Its ClusterRoleBinding
+    grants the same verbs in every namespace; the cluster-wide list/watch is checked with can-i."""
+    args = container["args"]
+    assert "--all-namespaces" in args, args
+    at = args.index("--all-namespaces")
+    scoped = [*args[:at], *(f"--namespace={ns}" for ns in namespaces), *args[at + 1 :]]
+    return {**container, "args": scoped}
+
+
+@contextmanager
+def namespace_reader(cluster: Cluster, namespace: str, release: str) -> Iterator[None]:
+    """In namespaced mode kopf also lists namespaces at start-up, which the cluster-wide pod never
+    does: a test-only grant stands in for that difference while `watching` is in force."""
+    name = f"{release}-test-namespace-reader"
+    cluster.kubectl("create", "clusterrole", name, "--verb=list,watch", "--resource=namespaces")
+    try:
+        cluster.kubectl(
+            "create",
+            "clusterrolebinding",
+            name,
+            f"--clusterrole={name}",
+            f"--serviceaccount={namespace}:{release}-vllm-operator",
+        )
+        yield
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding,clusterrole", name, check=False)
+
+
+@contextmanager
+def installed_operator(
+    cluster: Cluster,
+    namespace: str,
+    release: str,
+    workdir: Path,
+    *,
+    only: list[str] | None = None,
+) -> Iterator[OperatorRun]:
+    """The release's operator as it is installed now (its Deployment's command line and config,
+    a token of its ServiceAccount), running and healthy; stopped on exit. `only`: a cluster-scope
+    release, watching those namespaces (see `watching`)."""
+    fullname = f"{release}-vllm-operator"
+    container = installed_container(cluster, "deployment", namespace, fullname)
+    with namespace_reader(cluster, namespace, release) if only else nullcontext():
+        op = OperatorRun(
+            watching(container, only) if only else container,
+            kubeconfig=token_kubeconfig(cluster, namespace, release, workdir),
+            config_file=installed_config(cluster, namespace, fullname, workdir),
+            log_path=workdir / "operator.log",
+            pod_id=f"{fullname}-0",
+        )
+        op.start()
+        try:
+            wait_until(op.healthz, timeout=60, what="kopf's /healthz (the livenessProbe target)")
+            yield op
+        finally:
+            op.stop()
+
+
+def patch_spec(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch of the VLLMService's spec, as a user's edit; the object as written."""
+    out = cluster.kubectl(
+        "patch", "vllmservice", name, "-n", namespace, "--type=merge", "-o", "json",
+        "-p", json.dumps({"spec": spec}),
+    ).stdout  # fmt: skip
+    obj: dict[str, Any] = json.loads(out)
+    return obj
+
+
+def assert_unchanged(cluster: Cluster, namespace: str, kept: dict[str, dict[str, Any]]) -> None:
+    """Each kept object still exists as the same object (uid) at the same generation and spec."""
+    for kind, before in kept.items():
+        now = get(cluster, kind, namespace, before["metadata"]["name"])
+        for key in ("uid", "generation"):
+            assert now["metadata"].get(key) == before["metadata"].get(key), (kind, key)
+        assert now["spec"] == before["spec"], kind

@@ -25,17 +25,20 @@ import yaml
 from kubernetes import client
 
 from tests.chart.cluster_helpers import (
+    assert_unchanged,
     can_i,
     gpu_catalog_sets,
     install_chart,
-    installed_config,
     installed_container,
+    installed_operator,
+    is_ready,
     load_example,
+    permission_problems,
     reconcile_as_the_service_account,
+    refused,
     release_name,
     sa_kubectl,
     sa_user,
-    token_kubeconfig,
     unique_gpu_type,
 )
 from tests.chart.support import (
@@ -43,11 +46,11 @@ from tests.chart.support import (
     VALUES_DIR,
     AuditLog,
     Helm,
-    OperatorRun,
     audit_log_path,
     documents,
 )
 from tests.support.kube import Cluster
+from tests.support.vllmsvc import get
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
@@ -140,49 +143,15 @@ def test_install_run_upgrade_uninstall_cluster_scope(
     ]:
         cluster.kubectl("get", kind, name, "-n", namespace)
 
-    kubeconfig = token_kubeconfig(cluster, namespace, release, tmp_path)
     user = sa_user(namespace, release)
     container = installed_container(cluster, "deployment", namespace, fullname)
     assert container["command"] == ["vllm-operator", "run"]
     assert "--all-namespaces" in container["args"]
-    # Cluster scope, run on this shared cluster in one namespace only (-n) so that it does not
-    # reconcile other sessions' VLLMServices; the ClusterRoleBinding grants the same verbs in
-    # every namespace, and the cluster-wide list/watch is checked with can-i below.
-    # In namespaced mode kopf also lists namespaces at start-up, which the cluster-wide pod never
-    # does; a test-only grant stands in for that difference (removed below).
-    container = {
-        **container,
-        "args": [
-            f"--namespace={app_ns}" if a == "--all-namespaces" else a for a in container["args"]
-        ],
-    }
-    ns_reader = f"{release}-test-namespace-reader"
-    cluster.kubectl(
-        "create", "clusterrole", ns_reader, "--verb=list,watch", "--resource=namespaces"
-    )
-    cluster.kubectl(
-        "create",
-        "clusterrolebinding",
-        ns_reader,
-        f"--clusterrole={ns_reader}",
-        f"--serviceaccount={namespace}:{fullname}",
-    )
-    op = OperatorRun(
-        container,
-        kubeconfig=kubeconfig,
-        config_file=installed_config(cluster, namespace, fullname, tmp_path),
-        log_path=tmp_path / "operator.log",
-        pod_id=f"{fullname}-0",
-    )
-    op.start()
-    try:
-        wait_until(op.healthz, timeout=60, what="kopf's /healthz (the livenessProbe target)")
+    with installed_operator(cluster, namespace, release, tmp_path / "first", only=[app_ns]) as op:
         obj = load_example("three-layer-budgets.yaml", app_ns)
         pod_spec = reconcile_as_the_service_account(cluster, apps, obj, gpu, op, audit, user)
         assert pod_spec.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    finally:
-        op.stop()
-        cluster.kubectl("delete", "clusterrolebinding,clusterrole", ns_reader, check=False)
+    kubeconfig = Path(op.env["KUBECONFIG"])
 
     # cluster-wide reads the --all-namespaces pod makes
     for resource in ("vllmservices.serving.vllmop.io", "deployments.apps"):
@@ -235,6 +204,9 @@ def test_install_run_upgrade_uninstall_cluster_scope(
     assert [h["status"] for h in history] == ["superseded", "deployed"]
 
     # uninstall: the operator's objects go; CRDs and VLLMServices stay
+    name = obj["metadata"]["name"]
+    kinds = ("vllmservice", "deployment", "service")
+    kept = {kind: get(cluster, kind, app_ns, name) for kind in kinds}
     helm("uninstall", release, "-n", namespace, "--wait", "--timeout=2m")
     for kind, ns_args in [
         ("deployment", ["-n", namespace]),
@@ -246,4 +218,27 @@ def test_install_run_upgrade_uninstall_cluster_scope(
         gone = cluster.kubectl("get", kind, fullname, *ns_args, check=False)
         assert gone.returncode != 0 and "NotFound" in gone.stderr, (kind, gone.stdout)
     cluster.kubectl("get", "crd", "vllmservices.serving.vllmop.io", "clusterkopfpeerings.kopf.dev")
-    cluster.kubectl("get", "vllmservice", obj["metadata"]["name"], "-n", app_ns)
+    # ... and the VLLMService and its children are the same objects, unchanged: no finalizer
+    # waits for an operator, nothing deleted or rewrote them; the vLLM pods keep serving
+    assert get(cluster, "vllmservice", app_ns, name)["metadata"].get("finalizers", []) == []
+    assert_unchanged(cluster, app_ns, kept)
+
+    # reinstalled, the operator takes the service up again with no spec write (nothing drifted,
+    # so its first pass writes nothing at all) and manages it: a scaled Deployment is repaired
+    install_chart(helm, release, namespace, *gpu_catalog_sets(gpu))
+    again = AuditLog(audit_log_path())
+    with installed_operator(cluster, namespace, release, tmp_path / "again", only=[app_ns]) as op:
+        cluster.kubectl("scale", "deployment", name, "-n", app_ns, "--replicas=5")
+        wait_until(
+            lambda: get(cluster, "deployment", app_ns, name)["spec"] == kept["deployment"]["spec"],
+            timeout=60,
+            what="the reinstalled operator to repair the scaled Deployment",
+        )
+        wait_until(
+            lambda: is_ready(get(cluster, "vllmservice", app_ns, name)),
+            timeout=60,
+            what="the service Ready again",
+        )
+    assert_unchanged(cluster, app_ns, {k: kept[k] for k in ("vllmservice", "service")})
+    assert refused(again, user) == [] and permission_problems(op.log()) == []
+    helm("uninstall", release, "-n", namespace, "--wait", "--timeout=2m")
