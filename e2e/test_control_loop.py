@@ -89,6 +89,8 @@ def test_overload_adds_replicas_until_rejections_fall_under_budget(
         )
         svc_labels = {"namespace": namespace, "serving_vllmop_io_vllmservice": "overload"}
         assert_alert_fires(cluster, "VLLMServiceRejectionRatioOverBudget", svc_labels)
+        ttft_slo = ('prometheusRule.ttftBurn.thresholdSeconds="0.02"',)  # twins take 27+ ms
+        assert_alert_fires(cluster, "VLLMServiceTTFTSLOBurn", svc_labels, sets=ttft_slo)
         svc = get(cluster, "vllmservice", namespace, "overload")
         scale = [
             d for d in svc["status"]["tuning"]["lastDecisions"] if d["action"] == "ScaleReplicas"

@@ -13,6 +13,8 @@ import math
 import re
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +67,18 @@ def query(cluster: Cluster, expr: str) -> list[dict[str, Any]]:
     return result
 
 
+@contextmanager
+def scrape_target(cluster: Cluster, port: int, labels: dict[str, str]) -> Iterator[None]:
+    """127.0.0.1:`port` scraped by the cluster's Prometheus (file-based discovery, job "vllm"
+    unless `labels` name a job: target labels win over the scrape config's) while in force."""
+    path = cluster.targets_dir / f"target_{port}.json"
+    path.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": labels}]))
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def prometheus_query(cluster: Cluster, expr: str, timeout: float = 30) -> list[dict[str, Any]]:
     """An instant query to the cluster's Prometheus, waited for until it returns series."""
     return wait_until(lambda: query(cluster, expr) or None, timeout=timeout, what=f"series: {expr}")
@@ -94,13 +108,22 @@ def assert_panels_return_data(
     return seen
 
 
+# The release the alert expressions are rendered for, unless a test names its own.
+RULES_RELEASE, RULES_NAMESPACE = "vllmop", "default"
+
+
 @functools.cache
-def alert_expressions(sets: tuple[str, ...] = ()) -> dict[str, str]:
-    """The chart's PrometheusRule alerts (default values plus `sets`, --set-json): name -> expr."""
+def alert_expressions(
+    sets: tuple[str, ...] = (), release: str = RULES_RELEASE, namespace: str = RULES_NAMESPACE
+) -> dict[str, str]:
+    """The chart's PrometheusRule alerts (default values plus `sets`, --set-json) for a release
+    with the operator's ServiceMonitor on (VLLMOperatorDown needs it): name -> expr."""
     from tests.chart.support import CHART, Helm, documents, find, toolchain_bin
 
     helm = Helm(toolchain_bin() / "helm")
-    text = helm("template", "vllmop", str(CHART), "--set", "prometheusRule.enabled=true",
+    on = ("prometheusRule.enabled=true", "metrics.serviceMonitor.enabled=true")
+    text = helm("template", release, str(CHART), "-n", namespace,
+                *(a for s in on for a in ("--set", s)),
                 *(a for s in sets for a in ("--set-json", s))).stdout  # fmt: skip
     groups = find(documents(text), "PrometheusRule")["spec"]["groups"]
     return {r["alert"]: r["expr"] for g in groups for r in g["rules"]}
@@ -112,11 +135,13 @@ def assert_alert_fires(
     labels: dict[str, str],
     *,
     sets: tuple[str, ...] = (),
+    release: tuple[str, str] = (RULES_RELEASE, RULES_NAMESPACE),
     timeout: float = 30,
 ) -> list[dict[str, Any]]:
     """The alert's expression, on the real Prometheus, returns a series with these labels (the
-    alert is pending, and fires once its `for:` has passed: the e2e does not wait that long)."""
-    expr = alert_expressions(sets)[alert]
+    alert is pending, and fires once its `for:` has passed: the e2e does not wait that long).
+    `release`: the (name, namespace) the chart is rendered for."""
+    expr = alert_expressions(sets, *release)[alert]
 
     def mine() -> list[dict[str, Any]]:
         return [s for s in query(cluster, expr) if labels.items() <= s["metric"].items()]
