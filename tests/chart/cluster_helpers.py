@@ -121,6 +121,11 @@ def install_chart(
     helm("install", release, str(chart), "-n", namespace, "--wait", "--timeout=3m", *args)
 
 
+def upgrade_chart(helm: Helm, release: str, namespace: str, *args: str) -> None:
+    """`helm upgrade` to this tree's chart, as docs/user-guide.md tells users to run it."""
+    helm("upgrade", release, str(CHART), "-n", namespace, "--wait", "--timeout=3m", *args)
+
+
 def unique_gpu_type() -> str:
     return f"TEST-{uuid.uuid4().hex[:8].upper()}"
 

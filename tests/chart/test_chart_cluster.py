@@ -40,9 +40,9 @@ from tests.chart.cluster_helpers import (
     sa_kubectl,
     sa_user,
     unique_gpu_type,
+    upgrade_chart,
 )
 from tests.chart.support import (
-    CHART,
     VALUES_DIR,
     AuditLog,
     Helm,
@@ -180,14 +180,10 @@ def test_install_run_upgrade_uninstall_cluster_scope(
 
     # upgrade: a config change is a new pod template (checksum), still one replica, Recreate
     before = apps.read_namespaced_deployment(fullname, namespace)
-    helm(
-        "upgrade",
+    upgrade_chart(
+        helm,
         release,
-        str(CHART),
-        "-n",
         namespace,
-        "--wait",
-        "--timeout=3m",
         "--set",
         "config.prometheusUrl=http://prometheus.monitoring.svc:9090",
     )

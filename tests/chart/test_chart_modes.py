@@ -16,6 +16,7 @@ from tests.chart.cluster_helpers import (
     install_namespaced,
     installed_config,
     installed_container,
+    installed_operator,
     load_example,
     permission_problems,
     reconcile_as_the_service_account,
@@ -100,21 +101,11 @@ def test_namespaced_scope_operator_manages_only_its_namespaces(
     fullname = f"{release}-vllm-operator"
     audit = AuditLog(audit_log_path())
     install_namespaced(helm, release, namespace, [watched, also_watched], gpu)
-    kubeconfig = token_kubeconfig(cluster, namespace, release, tmp_path)
     user = sa_user(namespace, release)
     # exactly the installed pod's command line: -n per watched namespace
     container = installed_container(cluster, "deployment", namespace, fullname)
     assert container["args"][:2] == [f"--namespace={watched}", f"--namespace={also_watched}"]
-    op = OperatorRun(
-        container,
-        kubeconfig=kubeconfig,
-        config_file=installed_config(cluster, namespace, fullname, tmp_path),
-        log_path=tmp_path / "operator.log",
-        pod_id=f"{fullname}-0",
-    )
-    op.start()
-    try:
-        wait_until(op.healthz, timeout=60, what="kopf's /healthz")
+    with installed_operator(cluster, namespace, release, tmp_path) as op:
         mine = load_example("minimal.yaml", watched)
         mine["spec"]["gpu"]["type"] = gpu
         wait_ready(cluster, create(cluster, mine), op)
@@ -135,8 +126,7 @@ def test_namespaced_scope_operator_manages_only_its_namespaces(
         assert permission_problems(op.log()) == []
         # it never wrote anything in the namespace it does not watch
         assert writes(audit, user, unwatched) == set()
-    finally:
-        op.stop()
+    kubeconfig = Path(op.env["KUBECONFIG"])
     for verb, resource in [
         ("list", "deployments.apps"),
         ("patch", "vllmservices.serving.vllmop.io"),

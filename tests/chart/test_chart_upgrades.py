@@ -28,6 +28,7 @@ from tests.chart.cluster_helpers import (
     release_name,
     sa_user,
     unique_gpu_type,
+    upgrade_chart,
     wait_ready,
     writes,
 )
@@ -94,21 +95,14 @@ def test_the_documented_crd_upgrade_serves_the_new_schema_and_keeps_services(
         assert "compileCache" not in svc["spec"]  # the older schema pruned it
         name = svc["metadata"]["name"]
         kept = {kind: get(cluster, kind, app_ns, name) for kind in ("vllmservice", "deployment")}
+        (row,) = cluster.table("vllmsvc", name, "-n", app_ns)
+        assert "REASON" not in row
 
         # the upgrade, as docs/user-guide.md says: the chart's CRDs first, then helm upgrade
         cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds") + "/"
         )
-        helm(
-            "upgrade",
-            release,
-            str(CHART),
-            "-n",
-            namespace,
-            "--reuse-values",
-            "--wait",
-            "--timeout=3m",
-        )
+        upgrade_chart(helm, release, namespace, "--reuse-values")
         wait_until(
             lambda: explains(cluster, "spec.compileCache.pvcName"),
             timeout=60,
@@ -161,16 +155,8 @@ def test_moving_between_cluster_and_namespaced_scope(
     name = obj["metadata"]["name"]
 
     def upgrade(*sets: str) -> None:
-        helm(
-            "upgrade",
-            release,
-            str(CHART),
-            "-n",
-            namespace,
-            "--reuse-values",
-            "--wait",
-            "--timeout=3m",
-            *(a for s in sets for a in ("--set", s)),
+        upgrade_chart(
+            helm, release, namespace, "--reuse-values", *(a for s in sets for a in ("--set", s))
         )
 
     def replicas(ns: str) -> int:
