@@ -1,46 +1,70 @@
-"""Operator scale benchmark on the local real control plane (issue: VLLMService reconcile).
+"""Operator scale benchmark: N VLLMServices through the operator vs the raw control plane.
 
-For each N: apply N VLLMServices as fast as the API server takes them, then measure
-  - apply -> Deployment latency (time the Deployment appears in a watch minus the create call)
-  - time until every VLLMService is Ready, counted from the last apply
-  - the operator's RSS (current and peak)
-  - API writes to the operator's resources during an idle window, and the operator's (and kopf's)
-    writes per service while they were created (the API audit log, by user agent)
+One session on the local control plane (e2e/cluster.sh), alternating A/B runs:
+  raw       the same specs rendered offline by the operator's renderer; their children
+            (Deployment, Service, ServiceMonitor) applied directly, 8 client threads
+  operator  the VLLMServices applied with the same 8 threads; a fresh operator does the rest
+and per run: time to all Ready (raw: every Deployment available; operator: every VLLMService
+Ready=True), creation span (first apply to the last child created), API writes in the
+namespace (audit log, every agent), kube-apiserver and etcd CPU, the operator's CPU and peak RSS
+(raw: the bench process's applier), and for the operator how long after its Deployment became
+available each service's Ready was written. The workload is examples/three-layer-budgets.yaml
+(2 replicas, a ServiceMonitor) under unique names. A last phase restarts the operator over the
+Ready services and counts writes while it resumes and resyncs (must be 0).
 Figures go to bench/results/operator_scale.{json,md,png}; nothing here passes or fails on time.
 
-Run: make bench-operator   (or: python bench/operator_scale.py --counts 100,1000 --idle 300)
+Run: make bench-operator   (or: python bench/operator_scale.py --services 300 --runs 3)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import copy
 import os
-import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config, watch
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.scale_probes import Watcher, audit_writes, component_pid, cpu_seconds, peak_rss_mib
+from bench.scale_report import write_report
+
+from vllm_operator import constants as c
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.config import load_operator_config
+from vllm_operator.k8s.client import (
+    KubeClient,
+    NotFoundError,
+    build_api_client,
+    resource_path,
+)
+from vllm_operator.render import render_all
+from vllm_operator.render.drift import stamp_applied_hash
+from vllm_operator.render.overrides import overrides_from_status
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results"
-GROUP, VERSION, PLURAL = "serving.vllmop.io", "v1alpha1", "vllmservices"
+WORKLOAD = ROOT / "examples" / "three-layer-budgets.yaml"
+THREADS = 8
+FM_BENCH = "vllm-bench"
 
 
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def bench_nodes(count: int) -> list[dict[str, Any]]:
-    """Extra kwok nodes so that every replica finds a GPU (the e2e fleet has 44)."""
+def bench_nodes(pods: int) -> list[dict[str, Any]]:
+    """Extra kwok nodes so that every replica finds a GPU (the e2e fleet is small)."""
     per_node = 128
+    capacity = {"cpu": "4000", "memory": "64Ti", "pods": str(per_node)}
+    capacity["nvidia.com/gpu"] = str(per_node)
     return [
         {
             "apiVersion": "v1",
@@ -55,89 +79,49 @@ def bench_nodes(count: int) -> list[dict[str, Any]]:
                     "nvidia.com/gpu.count": str(per_node),
                 },
             },
-            "status": {
-                "allocatable": {
-                    "cpu": "1000",
-                    "memory": "4Ti",
-                    "pods": str(per_node),
-                    "nvidia.com/gpu": str(per_node),
-                },
-                "capacity": {
-                    "cpu": "1000",
-                    "memory": "4Ti",
-                    "pods": str(per_node),
-                    "nvidia.com/gpu": str(per_node),
-                },
-            },
+            "status": {"allocatable": capacity, "capacity": capacity},
         }
-        for i in range((count + per_node - 1) // per_node)
+        for i in range((pods + per_node - 1) // per_node)
     ]
 
 
-def service(i: int, ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "VLLMService",
-        "metadata": {"name": f"svc-{i:04d}", "namespace": ns},
-        "spec": {
-            "model": "Qwen/Qwen2.5-7B-Instruct",
-            "gpu": {"type": "H100-80GB", "count": 1},
-            "replicas": 1,
-            "budgets": {
-                "queue": {"maxRequests": 64},
-                "running": {"maxSeqs": 32, "maxActiveSeqs": 16},
-            },
-        },
-    }
+def workload(n: int, ns: str) -> list[dict[str, Any]]:
+    base = yaml.safe_load(WORKLOAD.read_text())
+    out = []
+    for i in range(n):
+        obj = copy.deepcopy(base)
+        obj["metadata"] = {"name": f"svc-{i:04d}", "namespace": ns}
+        out.append(obj)
+    return out
 
 
-def audit_writes(audit_log: Path, namespace: str, since: float) -> dict[str, int]:
-    """Writes to objects in `namespace` after `since` (epoch s), by user agent (audit log)."""
-    counts: dict[str, int] = {}
-    with audit_log.open() as f:
-        for line in f:
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if ref.get("namespace") != namespace or event.get("stage") != "ResponseComplete":
-                continue
-            stamp = event["requestReceivedTimestamp"]
-            t = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-            if t < since:
-                continue
-            agent = event.get("userAgent", "?").split(" ")[0]
-            key = f"{agent} {event['verb']} {ref.get('resource')}"
-            counts[key] = counts.get(key, 0) + 1
-    return counts
+def raw_children(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """What the operator would apply for each service, without owners (there is no parent)."""
+    cfg = load_operator_config(os.environ)
+    out = []
+    for body in bodies:
+        svc = VLLMService.model_validate(body)
+        rendered = render_all(svc, cfg, overrides_from_status(svc))
+        children = []
+        for manifest in rendered.manifests:
+            child = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
+            child["metadata"].pop("ownerReferences", None)
+            children.append(child)
+        out.append(children)
+    return out
 
 
-def _operator_writes(by_agent: dict[str, int]) -> list[int]:
-    return [v for k, v in by_agent.items() if k.startswith(("vllm-operator/", "kopf/"))]
-
-
-def rss_kib(pid: int) -> tuple[int, int]:
-    fields = dict(
-        line.split(":", 1)
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-        if ":" in line
-    )
-    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def start_operator(ns: str, n: int, kubeconfig: str, port: int = 18080) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "vllm_operator.cli", "run", "-n", ns]
+def start_operator(
+    ns: str, tag: str, env: dict[str, str], profile: Path | None = None, port: int = 18080
+) -> Any:
+    argv = [sys.executable, "-m", "vllm_operator.cli"]
+    if profile is not None:  # the same CLI under a sampler of all its threads
+        argv = [sys.executable, str(Path(__file__).parent / "profile_operator.py"), str(profile)]
+    argv += ["run", "-n", ns]
     argv += ["--liveness", f"http://127.0.0.1:{port}/healthz"]
-    log_file = (OUT / f"operator_scale_{n}.log").open("wb")
-    op = subprocess.Popen(
-        argv,
-        env={**os.environ, "KUBECONFIG": kubeconfig},
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-    )
+    log_file = (OUT / f"operator_scale_{tag}.log").open("wb")
+    out = {"stdout": log_file, "stderr": subprocess.STDOUT}
+    op = subprocess.Popen(argv, env={**os.environ, **env}, **out)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -149,213 +133,192 @@ def start_operator(ns: str, n: int, kubeconfig: str, port: int = 18080) -> subpr
             time.sleep(0.2)
 
 
-def is_ready(obj: dict[str, Any]) -> bool:
-    conds = obj.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-
-
-def record_first(
-    stop: threading.Event, list_fn: Any, record: dict[str, float], pred: Any, **kw: Any
-) -> None:
-    """Note the monotonic time each object first satisfies `pred` on a watch stream."""
-    w = watch.Watch()
-    while not stop.is_set():
-        for ev in w.stream(list_fn, timeout_seconds=5, **kw):
-            obj = ev["object"]
-            name = obj["metadata"]["name"] if isinstance(obj, dict) else obj.metadata.name
-            if name not in record and pred(obj):
-                record[name] = time.monotonic()
-            if stop.is_set():
-                w.stop()
-
-
-def apply_all(custom: client.CustomObjectsApi, n: int, ns: str) -> dict[str, float]:
-    applied: dict[str, float] = {}
-
-    def create(i: int) -> None:
-        body = service(i, ns)
-        t = time.monotonic()
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-        applied[body["metadata"]["name"]] = t
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        for k, _ in enumerate(pool.map(create, range(n)), 1):
-            if k % max(1, n // 10) == 0:
-                log(f"N={n}: applied {k}/{n}")
-    return applied
-
-
-def measure_idle(n: int, idle: float, audit_log: Path, ns: str) -> dict[str, int]:
-    idle_start = time.time() + 1  # the audit log has whole seconds
-    t_idle = time.monotonic()
-    while time.monotonic() - t_idle < idle:
-        time.sleep(min(30, idle))
-        so_far = sum(audit_writes(audit_log, ns, idle_start).values())
-        log(f"N={n}: idle {time.monotonic() - t_idle:.0f}/{idle:.0f}s, writes so far {so_far}")
-    return audit_writes(audit_log, ns, idle_start)
-
-
-def add_nodes(core: client.CoreV1Api, n: int) -> None:
-    for node in bench_nodes(n):
-        try:
-            core.create_node(node)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-
-
-def run_one(n: int, idle: float, kubeconfig: str, audit_log: Path) -> dict[str, Any]:
-    api = config.new_client_from_config(config_file=kubeconfig)
-    core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
-    ns = f"bench-{n}-{int(time.time())}"
-    core.create_namespace({"metadata": {"name": ns}})
-    add_nodes(core, n)
-    op = start_operator(ns, n, kubeconfig)
-    seen: dict[str, float] = {}
-    ready: dict[str, float] = {}
-    stop = threading.Event()
+def stop_operator(op: Any) -> None:
+    op.terminate()
     try:
-        watches = [
-            (apps.list_namespaced_deployment, seen, lambda o: True, {"namespace": ns}),
-            (
-                custom.list_namespaced_custom_object,
-                ready,
-                is_ready,
-                {"group": GROUP, "version": VERSION, "namespace": ns, "plural": PLURAL},
-            ),
-        ]
-        for fn, rec, pred, kw in watches:
-            threading.Thread(
-                target=record_first, args=(stop, fn, rec, pred), kwargs=kw, daemon=True
-            ).start()
-        time.sleep(1)  # let both watches open before the first create
-
-        log(f"N={n}: applying")
-        wall_first = time.time() - 1  # the audit log has whole seconds
-        t_first = time.monotonic()
-        applied = apply_all(custom, n, ns)
-        t_last = max(applied.values())
-        log(f"N={n}: all applied in {t_last - t_first:.1f}s; waiting for Ready")
-        deadline = time.monotonic() + max(300, n)
-        while len(ready) < n and time.monotonic() < deadline:
-            time.sleep(5)
-            log(f"N={n}: {len(seen)} Deployments, {len(ready)} Ready")
-        all_ready = max(ready.values()) - t_last if len(ready) == n else None
-        latencies = [seen[k] - applied[k] for k in applied if k in seen]
-        rss_ready, _ = rss_kib(op.pid)
-        # what creating them cost: writes by agent from the first apply until all were Ready
-        create_writes = audit_writes(audit_log, ns, wall_first)
-        log(f"N={n}: idle window of {idle:.0f}s")
-        by_agent = measure_idle(n, idle, audit_log, ns)
-        rss_now, rss_peak = rss_kib(op.pid)
-        return {
-            "n": n,
-            "apply_seconds": round(t_last - t_first, 2),
-            "deployments_seen": len(latencies),
-            "apply_to_deployment_p50_s": round(statistics.median(latencies), 3)
-            if latencies
-            else None,
-            "apply_to_deployment_p99_s": round(percentile(latencies, 0.99), 3)
-            if latencies
-            else None,
-            "ready": len(ready),
-            "all_ready_after_last_apply_s": round(all_ready, 2) if all_ready is not None else None,
-            "operator_rss_mib_ready": round(rss_ready / 1024, 1),
-            "operator_rss_mib_end": round(rss_now / 1024, 1),
-            "operator_rss_mib_peak": round(rss_peak / 1024, 1),
-            "create_writes_by_agent": create_writes,
-            "operator_writes_per_service": round(sum(_operator_writes(create_writes)) / n, 2),
-            "idle_seconds": idle,
-            "idle_api_writes": sum(by_agent.values()),
-            "idle_writes_by_agent": by_agent,
-            "latencies": sorted(latencies),
-        }
-    finally:
-        stop.set()
-        op.terminate()
-        try:
-            op.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            op.kill()
-        core.delete_namespace(ns)
-        for node in bench_nodes(n):
-            with contextlib.suppress(client.ApiException):
-                core.delete_node(node["metadata"]["name"])
+        op.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        op.kill()
+        op.wait()
 
 
-def write_results(results: list[dict[str, Any]]) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "operator_scale.json").write_text(
-        json.dumps([{k: v for k, v in r.items() if k != "latencies"} for r in results], indent=2)
-        + "\n"
-    )
-    rows = [
-        "| N | apply→Deployment p50 (s) | p99 (s) | all Ready after last apply (s) "
-        "| RSS ready / peak (MiB) | operator writes per service | idle writes |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        rows.append(
-            f"| {r['n']} | {r['apply_to_deployment_p50_s']} | {r['apply_to_deployment_p99_s']} | "
-            f"{r['all_ready_after_last_apply_s']} ({r['ready']}/{r['n']}) | "
-            f"{r['operator_rss_mib_ready']} / {r['operator_rss_mib_peak']} | "
-            f"{r['operator_writes_per_service']} | "
-            f"{r['idle_api_writes']} in {r['idle_seconds']:.0f}s |"
+def apply_parallel(kube: KubeClient, items: list[list[dict[str, Any]]], tag: str) -> None:
+    """Each item's objects in order, THREADS items at a time (server-side apply)."""
+
+    def one(objs: list[dict[str, Any]]) -> None:
+        for obj in objs:
+            kube.apply(obj, field_manager=FM_BENCH)
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        for k, _ in enumerate(pool.map(one, items), 1):
+            if k % max(1, len(items) // 4) == 0:
+                log(f"{tag}: applied {k}/{len(items)}")
+
+
+def wait_ready(w: Watcher, kind: str, n: int, tag: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while w.count(kind, w.ready) < n and time.monotonic() < deadline:
+        time.sleep(2)
+        log(
+            f"{tag}: {w.count('Deployment', w.created)} Deployments,"
+            f" {w.count('Deployment', w.ready)} available, {w.count(kind, w.ready)} {kind} Ready"
         )
-    (OUT / "operator_scale.md").write_text(
-        "# Operator scale (local control plane, 2 cores)\n\nTargets: p50 < 0.5 s and p99 < 2 s at "
-        "1,000; all Ready within 60 s of the last apply; RSS < 250 MB; 0 idle writes.\n\n"
-        + "\n".join(rows)
-        + "\n"
-    )
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for r in results:
-        lat = r["latencies"]
-        if lat:
-            ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], label=f"N={r['n']}")
-    ax.set_xlabel("apply → Deployment latency (s)")
-    ax.set_ylabel("fraction of VLLMServices")
-    ax.set_title("Operator scale: apply-to-Deployment latency CDF")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(OUT / "operator_scale.png", dpi=120)
+def run_arm(
+    arm: str, k: int, n: int, kube: KubeClient, audit_log: Path, profile: Path | None = None
+) -> dict[str, Any]:
+    ns = f"bench-{arm}-{k}-{int(time.time())}"
+    tag = f"{arm} #{k + 1}"
+    create_namespace(kube, ns)
+    bodies = workload(n, ns)
+    items = raw_children(bodies) if arm == "raw" else [[b] for b in bodies]
+    op = start_operator(ns, f"{n}_{k}", {}, profile) if arm == "operator" else None
+    proc = op.pid if op else os.getpid()
+    w = Watcher(kube, ns)
+    w.start()
+    time.sleep(1)  # let the watches open before the first apply
+    api_pid, etcd_pid = component_pid("kube-apiserver"), component_pid("etcd")
+    cpu0 = (cpu_seconds(api_pid), cpu_seconds(etcd_pid), cpu_seconds(proc))
+    log(f"{tag}: applying {n} to {ns}")
+    t0 = time.monotonic()
+    apply_parallel(kube, items, tag)
+    kind = c.KIND if arm == "operator" else "Deployment"
+    wait_ready(w, kind, n, tag, timeout=max(120.0, n * 0.4))
+    cpu1 = (cpu_seconds(api_pid), cpu_seconds(etcd_pid), cpu_seconds(proc))
+    ready = [t for (kd, _), t in list(w.ready.items()) if kd == kind]
+    lags = [
+        w.ready[(c.KIND, name)] - w.ready[("Deployment", name)]
+        for (kd, name) in list(w.ready)
+        if kd == c.KIND and ("Deployment", name) in w.ready
+    ]
+    children = [t for (kd, _), t in list(w.created.items()) if kd in ("Deployment", "Service")]
+    time.sleep(1)  # the audit backend writes in batches
+    by_agent = audit_writes(audit_log, ns)
+    result = {
+        "arm": arm,
+        "namespace": ns,
+        "ready": len(ready),
+        "all_ready_s": round(max(ready) - t0, 2) if len(ready) == n else None,
+        "creation_span_s": round(max(children) - t0, 2) if len(children) == 2 * n else None,
+        "writes": sum(by_agent.values()),
+        "writes_by_agent": dict(sorted(by_agent.items())),
+        "apiserver_cpu_s": round(cpu1[0] - cpu0[0], 2),
+        "etcd_cpu_s": round(cpu1[1] - cpu0[1], 2),
+        "client_cpu_s": round(cpu1[2] - cpu0[2], 2),
+        "client_rss_mib": peak_rss_mib(proc) if op else None,
+        "ready_times": [t - t0 for t in ready],
+        "ready_lags": lags,
+    }
+    w.stop.set()
+    if op:
+        stop_operator(op)
+    log(f"{tag}: all Ready {result['all_ready_s']} s, {result['writes']} writes; cleaning up")
+    delete_namespace(kube, ns)
+    return result
+
+
+def create_namespace(kube: KubeClient, ns: str) -> None:
+    kube._request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+
+
+def delete_namespace(kube: KubeClient, ns: str, timeout: float = 120) -> None:
+    """Delete and wait until it is gone, so that its teardown does not load the next run."""
+    kube._request("DELETE", f"/api/v1/namespaces/{ns}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            kube._request("GET", f"/api/v1/namespaces/{ns}")
+        except NotFoundError:
+            return
+        time.sleep(2)
+    log(f"namespace {ns} still terminating after {timeout:.0f}s; going on")
+
+
+def idle_check(n: int, kube: KubeClient, audit_log: Path, seconds: float) -> dict[str, Any]:
+    """Restart an operator over n Ready services: its resume and resync passes must write 0."""
+    ns = f"bench-idle-{int(time.time())}"
+    create_namespace(kube, ns)
+    op = start_operator(ns, f"{n}_idle_first", {})
+    w = Watcher(kube, ns)
+    w.start()
+    apply_parallel(kube, [[b] for b in workload(n, ns)], "idle setup")
+    wait_ready(w, c.KIND, n, "idle setup", timeout=max(120.0, n * 0.4))
+    w.stop.set()
+    stop_operator(op)
+    time.sleep(2)
+    before = sum(audit_writes(audit_log, ns).values())
+    resync = max(5.0, seconds / 2)
+    op = start_operator(ns, f"{n}_idle", {"VLLM_OPERATOR_RESYNC_SECONDS": str(resync)})
+    log(f"idle: operator restarted over {n} Ready services; {seconds:.0f}s window")
+    time.sleep(seconds)
+    stop_operator(op)
+    time.sleep(1)
+    after = audit_writes(audit_log, ns)
+    delete_namespace(kube, ns)
+    return {"seconds": seconds, "resync": resync, "writes": sum(after.values()) - before}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--services", type=int, default=300, help="N (default: %(default)s)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per arm (default: %(default)s)")
     parser.add_argument(
-        "--counts", default="100,1000", help="comma-separated N (default: %(default)s)"
+        "--idle", type=float, default=30, help="idle window after a restart, 0: skip (s)"
     )
+    parser.add_argument("--stem", default="operator_scale", help="bench/results/<stem>.*")
     parser.add_argument(
-        "--idle", type=float, default=300, help="idle window in seconds (default: %(default)s)"
+        "--profile", action="store_true", help="one more operator run under a sampling profiler"
     )
     args = parser.parse_args()
-    try:
-        counts = [int(x) for x in args.counts.split(",")]
-    except ValueError:
-        parser.error("--counts must be comma-separated integers, e.g. 100,1000")
-    if any(n < 1 for n in counts) or args.idle < 0:
-        parser.error("--counts must be >= 1 and --idle >= 0")
+    if args.services < 1 or args.runs < 1 or args.idle < 0:
+        parser.error("--services and --runs must be >= 1, --idle >= 0")
     kubeconfig = os.environ.get("KUBECONFIG") or str(ROOT / ".cluster" / "kubeconfig")
-    if not Path(kubeconfig).exists():
-        parser.error(f"no cluster: {kubeconfig} missing; run `e2e/cluster.sh up` first")
+    audit_log = Path(os.environ.get("VLLMOP_AUDIT_LOG", ""))
+    if not Path(kubeconfig).exists() or not audit_log.is_file():
+        parser.error('no cluster: run `e2e/cluster.sh up` and eval "$(e2e/cluster.sh env)"')
+    os.environ["KUBECONFIG"] = kubeconfig
+    api = build_api_client(kubeconfig)
+    api.user_agent = "vllm-bench/1"
+    api.configuration.connection_pool_maxsize = 32
+    kube = KubeClient(api)
     subprocess.run(
-        ["kubectl", "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds")],
+        ["kubectl", "apply", "--server-side", "-f", str(ROOT / "crds")],
         check=True,
         capture_output=True,
     )
-    audit_log = Path(os.environ.get("VLLMOP_AUDIT_LOG", ""))
-    if not audit_log.is_file():
-        parser.error('VLLMOP_AUDIT_LOG must name the API audit log: eval "$(e2e/cluster.sh env)"')
-    results = [run_one(n, args.idle, kubeconfig, audit_log) for n in counts]
-    write_results(results)
-    print((OUT / "operator_scale.md").read_text())
+    replicas = int(yaml.safe_load(WORKLOAD.read_text())["spec"].get("replicas", 1))
+    nodes = bench_nodes(args.services * replicas)
+    for node in nodes:
+        with contextlib.suppress(Exception):
+            kube.create(node)
+    runs = []
+    try:
+        for k in range(args.runs):
+            order = ("raw", "operator") if k % 2 == 0 else ("operator", "raw")
+            runs += [run_arm(arm, k, args.services, kube, audit_log) for arm in order]
+        profiled = None
+        if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
+            where = OUT / f"{args.stem}.profile.json"
+            profiled = run_arm("operator", args.runs, args.services, kube, audit_log, where)
+        idle = idle_check(args.services, kube, audit_log, args.idle) if args.idle else None
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                kube._request("DELETE", resource_path("v1", "Node", None, node["metadata"]["name"]))
+    meta = {
+        "services": args.services,
+        "runs": args.runs,
+        "concurrency": THREADS,
+        "workload": f"{WORKLOAD.relative_to(ROOT)}, {replicas} replicas, unique names",
+        "command": " ".join(["python", "bench/operator_scale.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d"),
+        "idle": idle,
+        "profiled_run": {k: v for k, v in profiled.items() if not k.startswith("ready_")}
+        if profiled
+        else None,
+    }
+    print(write_report(OUT, args.stem, meta, runs))
     return 0
 
 

@@ -1,0 +1,102 @@
+"""What the operator scale benchmark observes: watch timings, audit-log writes, /proc CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from vllm_operator import constants as c
+from vllm_operator.k8s.client import KubeClient, resource_path
+
+WATCHED = (("apps/v1", "Deployment"), ("v1", "Service"), (c.API_VERSION, c.KIND))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def component_pid(name: str) -> int:
+    return int((Path(os.environ["VLLMOP_KWOK_CLUSTER_DIR"]) / "pids" / f"{name}.pid").read_text())
+
+
+def audit_writes(audit_log: Path, namespace: str) -> dict[str, int]:
+    """Writes to objects in `namespace`, by user agent, verb and resource (the audit log)."""
+    counts: dict[str, int] = {}
+    with audit_log.open() as f:
+        for line in f:
+            if f'"namespace":"{namespace}"' not in line:
+                continue
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if ref.get("namespace") != namespace or event.get("stage") != "ResponseComplete":
+                continue
+            agent = event.get("userAgent", "?").split(" ")[0].split("/")[0]
+            key = f"{agent} {event['verb']} {ref.get('resource')}/{ref.get('subresource', '')}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+class Watcher:
+    """Monotonic times at which each object was first seen, first available / Ready."""
+
+    def __init__(self, kube: KubeClient, ns: str) -> None:
+        self.kube, self.ns, self.stop = kube, ns, threading.Event()
+        self.created: dict[tuple[str, str], float] = {}
+        self.ready: dict[tuple[str, str], float] = {}
+        self.threads = [
+            threading.Thread(target=self._watch, args=(av, kind), daemon=True)
+            for av, kind in WATCHED
+        ]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def _watch(self, api_version: str, kind: str) -> None:
+        api = self.kube.api
+        path = resource_path(api_version, kind, self.ns)
+        while not self.stop.is_set():
+            query = [("watch", "1"), ("timeoutSeconds", "5"), ("allowWatchBookmarks", "false")]
+            _m, url, headers, _b, _ = api.param_serialize(
+                method="GET", resource_path=path, query_params=query,
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+            )  # fmt: skip
+            resp = api.call_api("GET", url, header_params=headers, _request_timeout=(5, 10))
+            for line in resp.response:
+                obj = json.loads(line)["object"]
+                now = time.monotonic()
+                key = (kind, obj["metadata"]["name"])
+                self.created.setdefault(key, now)
+                if key not in self.ready and is_ready(kind, obj):
+                    self.ready[key] = now
+                if self.stop.is_set():
+                    break
+
+    def count(self, kind: str, table: dict[tuple[str, str], float]) -> int:
+        return sum(1 for k in list(table) if k[0] == kind)
+
+
+def is_ready(kind: str, obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    if kind == "Deployment":
+        want = int((obj.get("spec") or {}).get("replicas", 1))
+        return (
+            int(status.get("availableReplicas") or 0) >= want
+            and int(status.get("updatedReplicas") or 0) >= want
+        )
+    if kind == c.KIND:
+        conds = status.get("conditions") or []
+        return any(x.get("type") == "Ready" and x.get("status") == "True" for x in conds)
+    return False

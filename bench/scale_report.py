@@ -1,0 +1,159 @@
+"""Figures of the operator scale benchmark: per-run metrics in, ratios with spread out.
+
+Pure except for write_report (files). A "raw" run applies the operator's rendered children
+directly; an "operator" run applies the VLLMServices and lets the operator do it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+# (key in a run's record, label, unit): the side-by-side table, in this order
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("all_ready_s", "time to all Ready (from the first apply)", "s"),
+    ("creation_span_s", "creation span (first apply to last child created)", "s"),
+    ("writes", "API writes in the namespace (every agent)", ""),
+    ("apiserver_cpu_s", "kube-apiserver CPU", "CPU-s"),
+    ("etcd_cpu_s", "etcd CPU", "CPU-s"),
+    ("client_cpu_s", "operator CPU (raw: the bench's applier)", "CPU-s"),
+    ("client_rss_mib", "operator peak RSS", "MiB"),
+)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+    }
+
+
+def pair_ratios(runs: list[dict[str, Any]], key: str) -> list[float]:
+    """operator/raw for each operator run and the raw run next to it (alternating order)."""
+    raw = [r for r in runs if r["arm"] == "raw"]
+    op = [r for r in runs if r["arm"] == "operator"]
+    return [
+        o[key] / r[key]
+        for o, r in zip(op, raw, strict=False)
+        if o.get(key) is not None and r.get(key)
+    ]
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for key, _, _ in METRICS:
+        row: dict[str, Any] = {}
+        for arm in ("raw", "operator"):
+            values = [r[key] for r in runs if r["arm"] == arm and r.get(key) is not None]
+            row[arm] = spread(values) if values else None
+        ratios = pair_ratios(runs, key)
+        row["ratio"] = spread(ratios) if ratios else None
+        summary[key] = row
+    lags = [x for r in runs if r["arm"] == "operator" for x in r.get("ready_lags", [])]
+    if lags:
+        summary["ready_lag_s"] = {
+            "p50": round(percentile(lags, 0.5), 3),
+            "p99": round(percentile(lags, 0.99), 3),
+            "max": round(max(lags), 3),
+        }
+    return summary
+
+
+def _cell(stat: dict[str, float] | None, digits: int = 1) -> str:
+    if stat is None:
+        return "n/a"
+    return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}-{stat['max']:.{digits}f})"
+
+
+def render_table(summary: dict[str, Any]) -> list[str]:
+    rows = [
+        "| metric | raw control plane | through the operator | operator / raw |",
+        "|---|---|---|---|",
+    ]
+    for key, label, unit in METRICS:
+        row = summary[key]
+        suffix = f" ({unit})" if unit else ""
+        digits = 0 if key == "writes" else 1
+        rows.append(
+            f"| {label}{suffix} | {_cell(row['raw'], digits)} | {_cell(row['operator'], digits)}"
+            f" | {_cell(row['ratio'], 2)}x |"
+        )
+    return rows
+
+
+def render_markdown(meta: dict[str, Any], summary: dict[str, Any]) -> str:
+    lag = summary.get("ready_lag_s")
+    lines = [
+        f"# Operator scale: {meta['services']} VLLMServices, operator vs raw control plane",
+        "",
+        f"`{meta['command']}` ({meta['date']}; {meta['runs']} alternating runs per arm,"
+        f" {meta['concurrency']} client threads; {meta['workload']}). Median (min-max) over the"
+        " runs; the ratio is taken per pair of neighbouring runs.",
+        "",
+        *render_table(summary),
+        "",
+    ]
+    if lag:
+        lines.append(
+            f"Ready written after the Deployment became available: p50 {lag['p50']:.2f} s,"
+            f" p99 {lag['p99']:.2f} s, max {lag['max']:.2f} s (all operator runs)."
+        )
+    idle = meta.get("idle")
+    if idle:
+        lines.append(
+            f"Idle: {idle['writes']} writes in {idle['seconds']:.0f} s after an operator restart"
+            f" over the {meta['services']} Ready services (resync every {idle['resync']:.0f} s)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, stem: str, meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    """bench/results/<stem>.{json,md,png}; returns the markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(runs)
+    slim = [{k: v for k, v in r.items() if k not in ("ready_lags", "ready_times")} for r in runs]
+    (out / f"{stem}.json").write_text(
+        json.dumps({"meta": meta, "summary": summary, "runs": slim}, indent=2) + "\n"
+    )
+    text = render_markdown(meta, summary)
+    (out / f"{stem}.md").write_text(text)
+    plot(out / f"{stem}.png", meta, runs)
+    return text
+
+
+def plot(path: Path, meta: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for r in runs:
+        times = sorted(r.get("ready_times", []))
+        color = "tab:blue" if r["arm"] == "operator" else "tab:gray"
+        left.plot(times, [(i + 1) / len(times) for i in range(len(times))], color=color, lw=1)
+    left.plot([], [], color="tab:gray", label="raw control plane")
+    left.plot([], [], color="tab:blue", label="through the operator")
+    left.set_xlabel("seconds from the first apply")
+    left.set_ylabel("fraction Ready")
+    left.set_title(f"N={meta['services']}: services Ready over time, each run")
+    left.legend()
+    left.grid(alpha=0.3)
+    lags = sorted(x for r in runs if r["arm"] == "operator" for x in r.get("ready_lags", []))
+    if lags:
+        right.plot(lags, [(i + 1) / len(lags) for i in range(len(lags))], color="tab:blue")
+    right.set_xlabel("Deployment available → Ready written (s)")
+    right.set_ylabel("fraction of services")
+    right.set_title("Ready lag (operator runs)")
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
