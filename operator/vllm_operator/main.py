@@ -1,7 +1,8 @@
 """kopf wiring, and nothing else: registrations, start-up settings, probes.
 
-Run with `vllm-operator run` (or `kopf run -m vllm_operator.main`). Handlers are synchronous,
-because the kubernetes client is; kopf runs them in its thread pool.
+Run with `vllm-operator run` (or `kopf run -m vllm_operator.main`). The kopf handlers are async
+and only submit: the passes are synchronous (the kubernetes client is) and run on the
+operator's own pools (handlers/passes.py).
 """
 
 from __future__ import annotations
@@ -18,14 +19,23 @@ import kopf
 from vllm_operator import constants as c
 from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
+from vllm_operator.handlers.passes import PassQueue
 from vllm_operator.handlers.periodic import run_periodically
-from vllm_operator.handlers.reconcile import Seen, reconcile, reconcile_by_name
+from vllm_operator.handlers.reconcile import Seen, reconcile, reconcile_by_name, spec_unreconciled
 from vllm_operator.handlers.tune import tune
 from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
+
+# Spec passes wait on the API server (a Service create waits for its ClusterIP): more of them
+# than the API server serves at once only queue there. Status passes are short.
+SPEC_WORKERS = 16
+STATUS_WORKERS = 8
 
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # Only event handlers are registered: kopf keeps no diffbase or progress annotation on
+    # VLLMServices (no patch per create) and adds no finalizer. These name its storage should
+    # a changing handler ever come back.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=c.GROUP, key="last-handled-configuration"
@@ -35,12 +45,35 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    # Sync handlers block a thread each on API round-trips; 1,000 services need more than 5.
-    settings.execution.max_workers = 32
     deps = memo.deps = build_deps(os.environ)
     if deps.cfg.metrics_port is not None:
         serve_metrics(deps.cfg.metrics_port, deps.cfg.metrics_address)
+    start_passes(memo, deps)
     start_periodic(memo, deps)
+
+
+def start_passes(memo: kopf.Memo, deps: Deps) -> None:
+    """The pools the handlers submit to: spec passes (they apply children and wait on the API
+    server) and status passes (Deployment and pod events), so that neither waits for the other.
+    """
+    log = logging.getLogger("vllm_operator")
+    loop = asyncio.get_running_loop()
+
+    def later(delay: float, fn: Any) -> None:
+        loop.call_soon_threadsafe(loop.call_later, delay, fn)
+
+    def spec_pass(key: tuple[str, str], body: dict[str, Any] | None) -> None:
+        started = time.monotonic()
+        reconcile_by_name(*key, deps=deps, logger=log, body=body)
+        RECONCILE_SECONDS.labels("reconcile").observe(time.monotonic() - started)
+
+    def status_pass(key: tuple[str, str], seen: Seen | None) -> None:
+        started = time.monotonic()
+        reconcile_by_name(*key, deps=deps, logger=log, seen=seen or Seen())
+        RECONCILE_SECONDS.labels("status").observe(time.monotonic() - started)
+
+    memo.spec_passes = PassQueue("spec", SPEC_WORKERS, spec_pass, later)
+    memo.status_passes = PassQueue("status", STATUS_WORKERS, status_pass, later)
 
 
 def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
@@ -88,17 +121,29 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
 async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
     memo.stop_periodic.set()
     await asyncio.gather(*memo.periodic, return_exceptions=True)
+    memo.spec_passes.shutdown()
+    memo.status_passes.shutdown()
 
 
-@kopf.on.resume(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
-@kopf.on.create(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
-@kopf.on.update(c.GROUP, c.VERSION, c.PLURAL, field="spec", id="vllmservice.reconcile")
-def on_vllmservice(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    reconcile(dict(body), deps=memo.deps, logger=logger)
+@kopf.on.event(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
+async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    """Level-based: a spec not yet reconciled (or, at start-up, every object) gets a pass.
+
+    kopf's create/update handlers would keep a diffbase annotation on every VLLMService (one
+    more patch per create); the generation the status last reported says the same. A failed
+    pass is retried by the queue with back-off, as kopf would.
+    """
+    meta = body.metadata
+    if type == "DELETED" or meta.get("deletionTimestamp") or not meta.namespace:
+        return
+    if type is None or spec_unreconciled(dict(body)):  # None: the listing at (re)start
+        memo.spec_passes.submit((meta.namespace, meta.name), dict(body))
 
 
 @kopf.index("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
-def vllm_pods(namespace: str | None, labels: kopf.Labels, status: kopf.Status, **_: Any) -> Any:
+async def vllm_pods(
+    namespace: str | None, labels: kopf.Labels, status: kopf.Status, **_: Any
+) -> Any:
     """Pods by (namespace, VLLMService), with just what status needs: scheduling conditions."""
     parent = labels.get(c.LABEL_SERVICE)
     if not parent:
@@ -111,13 +156,12 @@ def _pods_of(index: kopf.Index[Any, Any], namespace: str, parent: str) -> list[d
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
-def on_child_deployment(
-    body: kopf.Body, type: str, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any
-) -> None:
+async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **kwargs: Any) -> None:
     """A Deployment changed (rollout progress, an edit): status and drift follow at once.
 
     The event carries the Deployment and the pod index the scheduling state, so the pass reads
-    only the parent; the other children wait for the resync timer.
+    only the parent; the other children wait for the resync timer. Events that come while the
+    service's pass waits are folded into it (the newest Deployment wins).
     """
     parent = body.metadata.labels.get(c.LABEL_SERVICE)
     namespace = body.metadata.namespace
@@ -128,7 +172,7 @@ def on_child_deployment(
         pods=_pods_of(kwargs["vllm_pods"], namespace, parent),
         only=frozenset({"Deployment"}),
     )
-    reconcile_by_name(namespace, parent, deps=memo.deps, logger=logger, seen=seen)
+    memo.status_passes.submit((namespace, parent), seen)
 
 
 def _unschedulable(status: kopf.Status, **_: Any) -> bool:
@@ -136,15 +180,16 @@ def _unschedulable(status: kopf.Status, **_: Any) -> bool:
 
 
 @kopf.on.event("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY}, when=_unschedulable)
-def on_unschedulable_pod(
-    namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any
+async def on_unschedulable_pod(
+    namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kwargs: Any
 ) -> None:
     """No node fits a pod: the Deployment does not change, so this is how Degraded learns it."""
     parent = labels.get(c.LABEL_SERVICE)
     if parent and namespace:
         pods = _pods_of(kwargs["vllm_pods"], namespace, parent)
-        seen = Seen(pods=pods, only=frozenset({"Deployment"}))
-        reconcile_by_name(namespace, parent, deps=memo.deps, logger=logger, seen=seen)
+        memo.status_passes.submit(
+            (namespace, parent), Seen(pods=pods, only=frozenset({"Deployment"}))
+        )
 
 
 @kopf.on.probe(id="reconciling")

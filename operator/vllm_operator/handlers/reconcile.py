@@ -141,33 +141,53 @@ def _apply_children(
     `fresh`: the service has never had a status, so no pass got as far as writing one. Its
     children are applied without reading them first: a create then costs one write per child
     and no read, and an apply of what may already be there is harmless (server-side apply).
+
+    The Deployment goes last. Its pods, and the status passes their progress triggers, start
+    only once the slower children are in (a Service create waits for its ClusterIP): those
+    passes then do not wait behind this one on the service's lock, and Ready implies the
+    Service. A child the API refuses does not keep the others out; the pass fails after them.
     """
     deployment = None
-    autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
-    for manifest in manifests:
+    refused: ApiException | None = None
+    for manifest in sorted(manifests, key=lambda m: m["kind"] == "Deployment"):
         if seen.only is not None and manifest["kind"] not in seen.only:
             continue
-        desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
-        meta = desired["metadata"]
-        current = seen.children.get(desired["kind"])
-        if current is None and not fresh:
-            current = deps.kube.get(
-                desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
-            )
-        hand_over = desired["kind"] == "Deployment" and autoscaling
-        if hand_over and not tuner_owns_replicas(current) and "Deployment" in seen.children:
-            # an event's copy may predate the hand-over: decide on the stored object
-            current = deps.kube.get("apps/v1", "Deployment", meta["namespace"], meta["name"])
-        if hand_over and not tuner_owns_replicas(current):
-            patch = build_replicas_patch(svc, initial_replicas(svc))
-            if current is None:  # created first, so the tuner's apply has something to patch
-                current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
-            current = deps.kube.apply(patch, field_manager=c.FM_TUNER)
-        if current is None or not is_applied(desired, current):
-            current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
-        if desired["kind"] == "Deployment":
+        try:
+            current = _apply_child(deps, svc, manifest, seen, fresh=fresh)
+        except ApiException as exc:  # the others still go in; the pass fails after them
+            refused = refused or exc
+            continue
+        if manifest["kind"] == "Deployment":
             deployment = current
+    if refused is not None:
+        raise refused
     return deployment
+
+
+def _apply_child(
+    deps: Deps, svc: VLLMService, manifest: dict[str, Any], seen: Seen, *, fresh: bool
+) -> dict[str, Any] | None:
+    """One child, applied if its observed state differs; returns it as now stored."""
+    desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
+    meta = desired["metadata"]
+    current = seen.children.get(desired["kind"])
+    if current is None and not fresh:
+        current = deps.kube.get(
+            desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
+        )
+    autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
+    hand_over = desired["kind"] == "Deployment" and autoscaling
+    if hand_over and not tuner_owns_replicas(current) and "Deployment" in seen.children:
+        # an event's copy may predate the hand-over: decide on the stored object
+        current = deps.kube.get("apps/v1", "Deployment", meta["namespace"], meta["name"])
+    if hand_over and not tuner_owns_replicas(current):
+        patch = build_replicas_patch(svc, initial_replicas(svc))
+        if current is None:  # created first, so the tuner's apply has something to patch
+            current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
+        current = deps.kube.apply(patch, field_manager=c.FM_TUNER)
+    if current is None or not is_applied(desired, current):
+        current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
+    return current
 
 
 def reconcile(
@@ -331,3 +351,9 @@ def reconcile_by_name(
             body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
         if body is not None and not body["metadata"].get("deletionTimestamp"):
             reconcile(body, deps=deps, logger=logger, seen=seen)
+
+
+def spec_unreconciled(body: dict[str, Any]) -> bool:
+    """No pass has reported on this generation of the spec yet (pure)."""
+    status = body.get("status") or {}
+    return bool(status.get("observedGeneration") != body["metadata"].get("generation"))
