@@ -280,7 +280,6 @@ def main() -> int:
     os.environ["KUBECONFIG"] = kubeconfig
     api = build_api_client(kubeconfig)
     api.user_agent = "vllm-bench/1"
-    api.configuration.connection_pool_maxsize = 32
     kube = KubeClient(api)
     subprocess.run(
         ["kubectl", "apply", "--server-side", "-f", str(ROOT / "crds")],
@@ -292,32 +291,33 @@ def main() -> int:
     for node in nodes:
         with contextlib.suppress(Exception):
             kube.create(node)
-    runs = []
-    try:
-        for k in range(args.runs):
-            order = ("raw", "operator") if k % 2 == 0 else ("operator", "raw")
-            runs += [run_arm(arm, k, args.services, kube, audit_log) for arm in order]
-        profiled = None
-        if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
-            where = OUT / f"{args.stem}.profile.json"
-            profiled = run_arm("operator", args.runs, args.services, kube, audit_log, where)
-        idle = idle_check(args.services, kube, audit_log, args.idle) if args.idle else None
-    finally:
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                kube._request("DELETE", resource_path("v1", "Node", None, node["metadata"]["name"]))
-    meta = {
+    meta: dict[str, Any] = {
         "services": args.services,
         "runs": args.runs,
         "concurrency": THREADS,
         "workload": f"{WORKLOAD.relative_to(ROOT)}, {replicas} replicas, unique names",
         "command": " ".join(["python", "bench/operator_scale.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"),
-        "idle": idle,
-        "profiled_run": {k: v for k, v in profiled.items() if not k.startswith("ready_")}
-        if profiled
-        else None,
+        "idle": None,
+        "profiled_run": None,
     }
+    runs: list[dict[str, Any]] = []
+    try:
+        for k in range(args.runs):
+            order = ("raw", "operator") if k % 2 == 0 else ("operator", "raw")
+            for arm in order:
+                runs.append(run_arm(arm, k, args.services, kube, audit_log))
+                write_report(OUT, args.stem, meta, runs)  # a session cut short keeps its runs
+        if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
+            where = OUT / f"{args.stem}.profile.json"
+            profiled = run_arm("operator", args.runs, args.services, kube, audit_log, where)
+            meta["profiled_run"] = {k: v for k, v in profiled.items() if not k.startswith("ready_")}
+        if args.idle:
+            meta["idle"] = idle_check(args.services, kube, audit_log, args.idle)
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                kube._request("DELETE", resource_path("v1", "Node", None, node["metadata"]["name"]))
     print(write_report(OUT, args.stem, meta, runs))
     return 0
 

@@ -84,7 +84,7 @@ def render_table(summary: dict[str, Any]) -> list[str]:
         digits = 0 if key == "writes" else 1
         rows.append(
             f"| {label}{suffix} | {_cell(row['raw'], digits)} | {_cell(row['operator'], digits)}"
-            f" | {_cell(row['ratio'], 2)}x |"
+            f" | {_cell(row['ratio'], 2) + 'x' if row['ratio'] else 'n/a'} |"
         )
     return rows
 

@@ -37,6 +37,7 @@ RESOURCES: dict[tuple[str, str], str] = {
 
 APPLY = "application/apply-patch+yaml"
 REQUEST_TIMEOUT = (5.0, 30.0)
+API_CONNECTIONS = 32  # kept open: at least the threads that may send requests at once
 
 
 class NotFoundError(Exception):
@@ -45,14 +46,21 @@ class NotFoundError(Exception):
 
 def build_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig (file or $KUBECONFIG)."""
+    cfg = client.Configuration()
+    loaded = False
     if kubeconfig is None:
         try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return _named(client.ApiClient())
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            loaded = True
         except config.ConfigException:
             pass
-    api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    return _named(api)
+    if not loaded:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    # The client's default pool keeps 5 connections per core. The pass pools (main.py) and the
+    # loops talk to the API server at once; a connection over the pool's size is closed after
+    # its request, and the next one pays a new TLS handshake, on both sides.
+    cfg.connection_pool_maxsize = API_CONNECTIONS
+    return _named(client.ApiClient(cfg))
 
 
 def _named(api: client.ApiClient) -> client.ApiClient:
