@@ -72,6 +72,7 @@ def start_passes(memo: kopf.Memo, deps: Deps) -> None:
         reconcile_by_name(*key, deps=deps, logger=log, seen=seen or Seen())
         RECONCILE_SECONDS.labels("status").observe(time.monotonic() - started)
 
+    memo.known = set()  # VLLMServices this process has seen (their start-up pass is done)
     memo.spec_passes = PassQueue("spec", SPEC_WORKERS, spec_pass, later)
     memo.status_passes = PassQueue("status", STATUS_WORKERS, status_pass, later)
 
@@ -127,17 +128,25 @@ async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")
 async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    """Level-based: a spec not yet reconciled (or, at start-up, every object) gets a pass.
+    """Level-based: a spec not yet reconciled, or an object first seen by this process (as
+    kopf's resume handler did at start-up), gets a pass.
 
     kopf's create/update handlers would keep a diffbase annotation on every VLLMService (one
     more patch per create); the generation the status last reported says the same. A failed
-    pass is retried by the queue with back-off, as kopf would.
+    pass is retried by the queue with back-off, as kopf would. A re-listing (a watch restarted
+    after 410 Gone) does not repeat the start-up passes; the resync loop checks drift.
     """
     meta = body.metadata
-    if type == "DELETED" or meta.get("deletionTimestamp") or not meta.namespace:
+    key = (meta.namespace or "", meta.name or "")
+    if type == "DELETED":
+        memo.known.discard(key)
         return
-    if type is None or spec_unreconciled(dict(body)):  # None: the listing at (re)start
-        memo.spec_passes.submit((meta.namespace, meta.name), dict(body))
+    if meta.get("deletionTimestamp") or not meta.namespace:
+        return
+    first = key not in memo.known
+    memo.known.add(key)
+    if first or spec_unreconciled(dict(body)):
+        memo.spec_passes.submit(key, dict(body))
 
 
 @kopf.index("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
