@@ -192,6 +192,11 @@ def run_arm(
         for (kd, name) in list(w.ready)
         if kd == c.KIND and ("Deployment", name) in w.ready
     ]
+    pickups = [
+        w.created[("Deployment", name)] - w.created[(c.KIND, name)]
+        for (kd, name) in list(w.created)
+        if kd == c.KIND and ("Deployment", name) in w.created
+    ]
     children = [t for (kd, _), t in list(w.created.items()) if kd in ("Deployment", "Service")]
     time.sleep(1)  # the audit backend writes in batches
     by_agent = audit_writes(audit_log, ns)
@@ -209,6 +214,7 @@ def run_arm(
         "client_rss_mib": peak_rss_mib(proc) if op else None,
         "ready_times": [t - t0 for t in ready],
         "ready_lags": lags,
+        "pickup_lags": pickups,
     }
     w.stop.set()
     if op:

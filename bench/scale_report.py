@@ -23,6 +23,13 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# per-service delays of the operator runs (key in a run's record, what it is)
+LAGS: tuple[tuple[str, str], ...] = (
+    ("ready_lags", "Ready written after the Deployment became available"),
+    ("pickup_lags", "Deployment created after the VLLMService was"),
+)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -57,13 +64,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ratios = pair_ratios(runs, key)
         row["ratio"] = spread(ratios) if ratios else None
         summary[key] = row
-    lags = [x for r in runs if r["arm"] == "operator" for x in r.get("ready_lags", [])]
-    if lags:
-        summary["ready_lag_s"] = {
-            "p50": round(percentile(lags, 0.5), 3),
-            "p99": round(percentile(lags, 0.99), 3),
-            "max": round(max(lags), 3),
-        }
+    for key, _ in LAGS:
+        lags = [x for r in runs if r["arm"] == "operator" for x in r.get(key, [])]
+        if lags:
+            summary[key] = {
+                "p50": round(percentile(lags, 0.5), 3),
+                "p99": round(percentile(lags, 0.99), 3),
+                "max": round(max(lags), 3),
+            }
     return summary
 
 
@@ -90,7 +98,6 @@ def render_table(summary: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(meta: dict[str, Any], summary: dict[str, Any]) -> str:
-    lag = summary.get("ready_lag_s")
     lines = [
         f"# Operator scale: {meta['services']} VLLMServices, operator vs raw control plane",
         "",
@@ -101,15 +108,17 @@ def render_markdown(meta: dict[str, Any], summary: dict[str, Any]) -> str:
         *render_table(summary),
         "",
     ]
-    if lag:
-        lines.append(
-            f"Ready written after the Deployment became available: p50 {lag['p50']:.2f} s,"
-            f" p99 {lag['p99']:.2f} s, max {lag['max']:.2f} s (all operator runs)."
-        )
+    for key, label in LAGS:
+        lag = summary.get(key)
+        if lag:
+            lines.append(
+                f"- {label}: p50 {lag['p50']:.2f} s, p99 {lag['p99']:.2f} s,"
+                f" max {lag['max']:.2f} s (all operator runs)."
+            )
     idle = meta.get("idle")
     if idle:
         lines.append(
-            f"Idle: {idle['writes']} writes in {idle['seconds']:.0f} s after an operator restart"
+            f"- Idle: {idle['writes']} writes in {idle['seconds']:.0f} s after an operator restart"
             f" over the {meta['services']} Ready services (resync every {idle['resync']:.0f} s)."
         )
     return "\n".join(lines) + "\n"
@@ -119,7 +128,8 @@ def write_report(out: Path, stem: str, meta: dict[str, Any], runs: list[dict[str
     """bench/results/<stem>.{json,md,png}; returns the markdown."""
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(runs)
-    slim = [{k: v for k, v in r.items() if k not in ("ready_lags", "ready_times")} for r in runs]
+    bulky = ("ready_times", *(key for key, _ in LAGS))
+    slim = [{k: v for k, v in r.items() if k not in bulky} for r in runs]
     (out / f"{stem}.json").write_text(
         json.dumps({"meta": meta, "summary": summary, "runs": slim}, indent=2) + "\n"
     )
@@ -147,12 +157,15 @@ def plot(path: Path, meta: dict[str, Any], runs: list[dict[str, Any]]) -> None:
     left.set_title(f"N={meta['services']}: services Ready over time, each run")
     left.legend()
     left.grid(alpha=0.3)
-    lags = sorted(x for r in runs if r["arm"] == "operator" for x in r.get("ready_lags", []))
-    if lags:
-        right.plot(lags, [(i + 1) / len(lags) for i in range(len(lags))], color="tab:blue")
-    right.set_xlabel("Deployment available → Ready written (s)")
+    for (key, label), color in zip(LAGS, ("tab:blue", "tab:orange"), strict=False):
+        lags = sorted(x for r in runs if r["arm"] == "operator" for x in r.get(key, []))
+        if lags:
+            ys = [(i + 1) / len(lags) for i in range(len(lags))]
+            right.plot(lags, ys, color=color, label=label)
+    right.set_xlabel("seconds")
+    right.legend(fontsize=8)
     right.set_ylabel("fraction of services")
-    right.set_title("Ready lag (operator runs)")
+    right.set_title("Per service, operator runs")
     right.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

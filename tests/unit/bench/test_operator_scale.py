@@ -28,7 +28,7 @@ def test_summary_spread_lag_percentiles_and_table() -> None:
     assert summary["all_ready_s"]["ratio"] == {"median": 1.25, "min": 1.0, "max": 1.5}
     assert summary["writes"]["ratio"]["median"] == 1.1
     assert summary["client_rss_mib"]["raw"] is None
-    assert summary["ready_lag_s"]["p50"] in (0.1, 0.2) and summary["ready_lag_s"]["max"] == 3.0
+    assert summary["ready_lags"]["p50"] in (0.1, 0.2) and summary["ready_lags"]["max"] == 3.0
     meta = {"services": 2, "command": "python bench/operator_scale.py", "date": "d", "runs": 2}
     meta.update(concurrency=8, workload="w", idle={"writes": 0, "seconds": 30, "resync": 15})
     text = render_markdown(meta, summary)
