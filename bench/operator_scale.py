@@ -34,7 +34,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.scale_probes import Watcher, audit_writes, component_pid, cpu_seconds, peak_rss_mib
-from bench.scale_report import write_report
+from bench.scale_report import LAGS, summarize, write_report
 
 from vllm_operator import constants as c
 from vllm_operator.api.v1alpha1 import VLLMService
@@ -268,7 +268,9 @@ def idle_check(n: int, kube: KubeClient, audit_log: Path, seconds: float) -> dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--services", type=int, default=300, help="N (default: %(default)s)")
-    parser.add_argument("--runs", type=int, default=3, help="runs per arm (default: %(default)s)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="runs per arm; 0: the profiled run only (%(default)s)"
+    )
     parser.add_argument(
         "--idle", type=float, default=30, help="idle window after a restart, 0: skip (s)"
     )
@@ -277,8 +279,8 @@ def main() -> int:
         "--profile", action="store_true", help="one more operator run under a sampling profiler"
     )
     args = parser.parse_args()
-    if args.services < 1 or args.runs < 1 or args.idle < 0:
-        parser.error("--services and --runs must be >= 1, --idle >= 0")
+    if args.services < 1 or args.runs < (0 if args.profile else 1) or args.idle < 0:
+        parser.error("--services must be >= 1, --runs >= 1 (0 with --profile), --idle >= 0")
     kubeconfig = os.environ.get("KUBECONFIG") or str(ROOT / ".cluster" / "kubeconfig")
     audit_log = Path(os.environ.get("VLLMOP_AUDIT_LOG", ""))
     if not Path(kubeconfig).exists() or not audit_log.is_file():
@@ -317,7 +319,11 @@ def main() -> int:
         if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
             where = OUT / f"{args.stem}.profile.json"
             profiled = run_arm("operator", args.runs, args.services, kube, audit_log, where)
-            meta["profiled_run"] = {k: v for k, v in profiled.items() if not k.startswith("ready_")}
+            lags = summarize([profiled])
+            meta["profiled_run"] = {
+                **{k: v for k, v in profiled.items() if not isinstance(v, list)},
+                **{key: lags.get(key) for key, _ in LAGS},
+            }
         if args.idle:
             meta["idle"] = idle_check(args.services, kube, audit_log, args.idle)
     finally:
