@@ -2,8 +2,10 @@
 
 cProfile sees only the thread it runs in, and the passes run on pool threads. This samples
 every thread's stack (sys._current_frames) every 10 ms and, at exit, writes JSON: CPU seconds
-per thread group (from /proc), and the functions on the stacks of non-idle samples, inclusive,
-with their share. Idle: a thread parked in a lock/queue/selector wait with nothing to do.
+per thread group (from /proc, noted every second, as pool threads end before the exit), the
+samples by kind (running Python or waiting for the GIL, waiting for an API answer, idle), and
+the functions on the stacks of non-idle samples, inclusive, with their share. Idle: a thread
+parked in a lock/queue/selector wait with nothing to do.
 
     python bench/profile_operator.py OUT.json run -n NAMESPACE ...
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import json
 import os
 import re
@@ -39,6 +42,7 @@ GROUPS = (
     ("status", "status passes"),
     ("ThreadPoolExecutor", "kopf's executor and asyncio.to_thread"),
     ("MainThread", "kopf's event loop"),
+    ("sampler", "this profiler"),
 )
 
 
@@ -54,13 +58,18 @@ class Sampler:
         self.kinds: collections.Counter[str] = collections.Counter()
         self.busy = 0
         self.stop = threading.Event()
+        self.thread_cpu: dict[int, tuple[str, float]] = {}  # native id -> (name, CPU s)
 
     def run(self) -> None:
         me = threading.get_ident()
+        ticks = 0
         while not self.stop.wait(INTERVAL):
             for tid, frame in sys._current_frames().items():
                 if tid != me:
                     self.sample(frame)
+            ticks += 1
+            if ticks % 100 == 0:  # pool threads end before exit: note their CPU while they live
+                self.thread_cpu.update(thread_cpu())
 
     def sample(self, frame: FrameType) -> None:
         code = frame.f_code
@@ -77,17 +86,25 @@ class Sampler:
         self.inclusive.update(seen)
 
 
-def thread_cpu() -> dict[str, float]:
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds of each live thread of this process, by native id, with its name."""
     ticks = os.sysconf("SC_CLK_TCK")
-    by_group: dict[str, float] = collections.defaultdict(float)
     names = {t.native_id: t.name for t in threading.enumerate()}
+    out = {}
     for task in Path("/proc/self/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / ticks
-        name = names.get(int(task.name), "other")
-        group = next((label for prefix, label in GROUPS if name.startswith(prefix)), "other")
-        by_group[group] += cpu
-    return {k: round(v, 2) for k, v in sorted(by_group.items())}
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / ticks
+            out[int(task.name)] = (names.get(int(task.name), "other"), cpu)
+    return out
+
+
+def by_group(threads: dict[int, tuple[str, float]]) -> dict[str, float]:
+    groups: dict[str, float] = collections.defaultdict(float)
+    for name, cpu in threads.values():
+        group = next((label for prefix, label in GROUPS if name.startswith(prefix)), name)
+        groups[group] += cpu
+    return {k: round(v, 2) for k, v in sorted(groups.items())}
 
 
 def dump(sampler: Sampler, out: Path) -> None:
@@ -102,7 +119,7 @@ def dump(sampler: Sampler, out: Path) -> None:
             {
                 "interval_s": INTERVAL,
                 "samples_by_kind": dict(sampler.kinds),
-                "cpu_s_by_thread_group": thread_cpu(),
+                "cpu_s_by_thread_group": by_group({**sampler.thread_cpu, **thread_cpu()}),
                 "busy_samples": sampler.busy,
                 "inclusive": top,
             },
