@@ -234,7 +234,7 @@ def _reconcile(
             deployment = _apply_children(deps, svc, manifests, seen, fresh=not previous)
         except ApiException as exc:
             # The API refused a child (quota, an exhausted Service IP range, a webhook): say so
-            # in status, then fail the pass so kopf retries it with back-off.
+            # in status, then fail the pass: handlers/passes.py retries it with back-off.
             stored = _stored_deployment(deps, namespace, name, seen)
             failed = Observed(stored, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
             _write_status(deps, body, previous, failed, effective, now, logger)
