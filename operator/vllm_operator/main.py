@@ -101,7 +101,9 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
         return gate is None or gate.held
 
     def resync(body: dict[str, Any]) -> None:
+        started = time.monotonic()
         reconcile(body, deps=deps, logger=log)
+        RECONCILE_SECONDS.labels("resync").observe(time.monotonic() - started)
 
     def tune_one(body: dict[str, Any]) -> None:
         started = time.monotonic()
