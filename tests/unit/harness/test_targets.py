@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_operator import constants as c
-from vllm_twin.harness.targets import balancer_keys, is_running, service_key
+from vllm_twin.harness.targets import (
+    balancer_keys,
+    build_pod_status,
+    is_running,
+    restart_delay,
+    service_key,
+)
 
 
 def obj(
@@ -43,3 +49,34 @@ def test_no_balancer_once_service_and_pods_are_gone_or_going() -> None:
     going = obj("chat", deletionTimestamp="2026-11-29T00:00:00Z")
     assert balancer_keys([going], []) == set()
     assert balancer_keys([obj("unlabelled", service=None)], []) == set()
+
+
+def vllm_pod() -> dict[str, Any]:
+    p = pod("chat-1")
+    p["spec"] = {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.33.0"}]}
+    return p
+
+
+def test_a_crashed_twin_is_reported_as_a_kubelet_reports_a_crash_loop() -> None:
+    body = build_pod_status(vllm_pod(), up=False, restarts=2, exit_code=-9, now="T")
+    assert body["metadata"] == {"name": "chat-1", "namespace": "team-a"}
+    status = body["status"]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "Ready": "False",
+        "ContainersReady": "False",
+    }
+    (cs,) = status["containerStatuses"]
+    assert cs["name"] == "vllm" and cs["restartCount"] == 2 and cs["ready"] is False
+    assert cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert cs["lastState"]["terminated"]["exitCode"] == -9
+
+
+def test_a_restarted_twin_makes_the_pod_ready_again() -> None:
+    body = build_pod_status(vllm_pod(), up=True, restarts=2, exit_code=-9, now="T")
+    (cs,) = body["status"]["containerStatuses"]
+    assert cs["ready"] is True and cs["state"] == {"running": {"startedAt": "T"}}
+    assert {c["status"] for c in body["status"]["conditions"]} == {"True"}
+
+
+def test_restarts_back_off_doubling_to_a_cap() -> None:
+    assert [restart_delay(n) for n in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]

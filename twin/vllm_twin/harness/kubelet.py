@@ -1,4 +1,11 @@
-"""The harness loop: keep one healthy twin per Running vLLM pod, and the balancers in step."""
+"""The harness loop: keep one healthy twin per Running vLLM pod, and the balancers in step.
+
+A twin that exits is restarted for the same pod, as a kubelet restarts a container under
+restartPolicy Always: fresh process, fresh counters (a counter reset to Prometheus), after a
+CrashLoopBackOff-style delay (0.5 s doubling to 10 s) so a twin that cannot start does not spin.
+Meanwhile the pod says so, as a kubelet's would: not Ready, its container waiting in
+CrashLoopBackOff, until the new twin answers /health.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +16,32 @@ import logging
 import os
 import signal
 import socket
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout
+from kubernetes.client.exceptions import ApiException
 
 from vllm_operator import constants as c
 from vllm_operator.catalog import GPUCatalog
-from vllm_operator.k8s.client import KubeClient
+from vllm_operator.k8s.client import KubeClient, NotFoundError
 from vllm_twin.harness.balancer import Balancer
 from vllm_twin.harness.targets import (
     balancer_keys,
+    build_pod_status,
     build_sd_target,
     build_twin_command,
     gpu_type_for_node,
     is_running,
+    restart_delay,
     service_key,
 )
 
 log = logging.getLogger("vllm_twin.harness")
+FM = "vllm-twin-harness"  # field manager of the pod status the harness writes
 
 
 def free_port() -> int:
@@ -47,6 +60,14 @@ class Twin:
     log_path: Path
     ready: bool = False
     exit_code: int | None = None
+    restarts: int = 0  # how many twins ran for this pod before this one
+    exited_at: float | None = None  # time.monotonic() of the exit
+
+    def restart_due(self, now: float) -> bool:
+        """Exited, and the back-off since the exit has passed (0.5 s doubling to 10 s)."""
+        if self.exited_at is None:
+            return False
+        return now - self.exited_at >= restart_delay(self.restarts)
 
     @property
     def name(self) -> str:
@@ -101,19 +122,22 @@ class TwinKubelet:
         for uid in list(self.twins):
             if uid not in wanted:
                 await self._stop_twin(self.twins.pop(uid))
+        now = time.monotonic()
         for uid, pod in wanted.items():
-            if uid not in self.twins:
+            old = self.twins.get(uid)
+            if old is None or old.restart_due(now):
                 labels = node_labels.get(pod["spec"].get("nodeName", ""), {})
-                self.twins[uid] = await self._start_twin(
-                    pod, gpu_type_for_node(labels, self.catalog)
-                )
+                # the same port: Prometheus sees the same series, its counters reset
+                port = free_port() if old is None else old.port
+                twin = await self._start_twin(pod, gpu_type_for_node(labels, self.catalog), port)
+                twin.restarts = 0 if old is None else old.restarts + 1
+                self.twins[uid] = twin
         for twin in self.twins.values():
             await self._check(twin)
         await self._sync_balancers(balancer_keys(services, wanted.values()))
         self._write_state()
 
-    async def _start_twin(self, pod: dict[str, Any], gpu_type: str | None) -> Twin:
-        port = free_port()
+    async def _start_twin(self, pod: dict[str, Any], gpu_type: str | None, port: int) -> Twin:
         argv, env = build_twin_command(
             pod, port=port, gpu_type=gpu_type, time_scale=self.time_scale
         )
@@ -131,9 +155,11 @@ class TwinKubelet:
             return
         if twin.proc.returncode is not None:
             twin.exit_code = twin.proc.returncode
+            twin.exited_at = time.monotonic()
             twin.ready = False
             self._target_path(twin).unlink(missing_ok=True)
             log.warning("twin %s exited with %s; see %s", twin.name, twin.exit_code, twin.log_path)
+            await self._report(twin, up=False, restarts=twin.restarts + 1)
             return
         if twin.ready or self._http is None:
             return
@@ -147,6 +173,20 @@ class TwinKubelet:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(build_sd_target(twin.pod, twin.port)))
             tmp.rename(path)  # Prometheus must never read half a file
+            if twin.restarts:  # kwok made the pod Ready at first; a restart is ours to report
+                await self._report(twin, up=True, restarts=twin.restarts)
+
+    async def _report(self, twin: Twin, *, up: bool, restarts: int) -> None:
+        """Write the pod's readiness and container state, as the kubelet would; a pod deleted
+        meanwhile is not an error (the next round stops its twin)."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = build_pod_status(
+            twin.pod, up=up, restarts=restarts, exit_code=twin.exit_code, now=now
+        )
+        try:
+            await asyncio.to_thread(self.kube.apply, body, field_manager=FM, subresource="status")
+        except (ApiException, NotFoundError) as exc:
+            log.warning("pod %s status not written: %s", twin.name, exc)
 
     async def _stop_twin(self, twin: Twin) -> None:
         self._target_path(twin).unlink(missing_ok=True)
@@ -185,6 +225,8 @@ class TwinKubelet:
                 "url": twin.url,
                 "ready": twin.ready,
                 "exitCode": twin.exit_code,
+                "pid": twin.proc.pid,
+                "restarts": twin.restarts,
                 "args": build_twin_command(twin.pod, port=twin.port, gpu_type=None, time_scale=1)[
                     0
                 ][4:],

@@ -104,3 +104,53 @@ def is_running(pod: Mapping[str, Any]) -> bool:
     return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get(
         "deletionTimestamp"
     )
+
+
+def build_pod_status(
+    pod: Mapping[str, Any], *, up: bool, restarts: int, exit_code: int | None, now: str
+) -> dict[str, Any]:
+    """The status a kubelet writes for a pod whose vLLM container restarts: ready and running
+    again, or (`up` False) not ready and waiting in CrashLoopBackOff after it exited. kwok writes
+    a pod's status only while it is Pending, so these stay (a server-side apply of status)."""
+    meta = pod["metadata"]
+    flag = "True" if up else "False"
+    container = vllm_container(pod)
+    state: dict[str, Any] = (
+        {"running": {"startedAt": now}}
+        if up
+        else {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off restarting failed container {container['name']}",
+            }
+        }
+    )
+    entry: dict[str, Any] = {
+        "name": container["name"],
+        "image": container.get("image", ""),
+        "imageID": "",
+        "ready": up,
+        "started": up,
+        "restartCount": restarts,
+        "state": state,
+    }
+    if exit_code is not None:
+        entry["lastState"] = {"terminated": {"exitCode": exit_code, "finishedAt": now}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "status": {
+            "conditions": [
+                {"type": t, "status": flag, "lastTransitionTime": now}
+                for t in ("Ready", "ContainersReady")
+            ],
+            "containerStatuses": [entry],
+        },
+    }
+
+
+def restart_delay(restarts: int) -> float:
+    """Seconds before a twin that exited is started again, after `restarts` earlier restarts:
+    0.5 doubling to 10, the kubelet's CrashLoopBackOff shape on a test's time scale."""
+    return min(10.0, 0.5 * 2.0 ** min(restarts, 5))
