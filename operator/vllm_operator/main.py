@@ -155,11 +155,13 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
 async def vllm_pods(
     namespace: str | None, labels: kopf.Labels, status: kopf.Status, **_: Any
 ) -> Any:
-    """Pods by (namespace, VLLMService), with just what status needs: scheduling conditions."""
+    """Pods by (namespace, VLLMService), with just what status needs: conditions (scheduling)
+    and container statuses (crash loops)."""
     parent = labels.get(c.LABEL_SERVICE)
     if not parent:
         return None
-    return {(namespace, parent): {"status": {"conditions": list(status.get("conditions") or [])}}}
+    kept = {k: list(status.get(k) or []) for k in ("conditions", "containerStatuses")}
+    return {(namespace, parent): {"status": kept}}
 
 
 def _pods_of(index: kopf.Index[Any, Any], namespace: str, parent: str) -> list[dict[str, Any]]:
@@ -186,15 +188,24 @@ async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **kwa
     memo.status_passes.submit((namespace, parent), seen)
 
 
-def _unschedulable(status: kopf.Status, **_: Any) -> bool:
-    return any(x.get("reason") == "Unschedulable" for x in status.get("conditions") or [])
+def _stuck(status: kopf.Status, **_: Any) -> bool:
+    """No node fits the pod, or the kubelet restarts its containers in back-off."""
+    unschedulable = any(
+        x.get("reason") == c.REASON_UNSCHEDULABLE for x in status.get("conditions") or []
+    )
+    waits = (
+        (x.get("state") or {}).get("waiting") or {} for x in status.get("containerStatuses") or []
+    )
+    return unschedulable or any(w.get("reason") == c.REASON_CRASH_LOOP for w in waits)
 
 
-@kopf.on.event("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY}, when=_unschedulable)
-async def on_unschedulable_pod(
+@kopf.on.event("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY}, when=_stuck)
+async def on_stuck_pod(
     namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kwargs: Any
 ) -> None:
-    """No node fits a pod: the Deployment does not change, so this is how Degraded learns it."""
+    """No node fits a pod, or its server crash-loops: the Deployment may not change at that
+    moment (or its event may come before the pod's reaches the index), so this is how Degraded
+    learns it."""
     parent = labels.get(c.LABEL_SERVICE)
     if parent and namespace:
         pods = _pods_of(kwargs["vllm_pods"], namespace, parent)

@@ -239,3 +239,43 @@ def test_a_problem_on_the_first_pass_is_news() -> None:
         ("Ready", "False"),
         ("Stalled", "True"),
     ]
+
+
+CRASHING = "1/2 pods crash-looping: container vllm restarted 3 times, last exit code 137"
+
+
+@pytest.mark.parametrize(
+    ("dep", "unschedulable", "want"),
+    [
+        # a server that keeps exiting: Degraded says so, and it does not stall (it may stay up)
+        (
+            deployment(2, 2, 2, 1),
+            None,
+            {"Degraded": ("True", "CrashLoopBackOff"), "Stalled": ("False", "CrashLoopBackOff")},
+        ),
+        # a Pending pod as well: the scheduler's words come first
+        (
+            deployment(2, 2, 2, 1),
+            "1/2 pods cannot be scheduled: Insufficient nvidia.com/gpu",
+            {"Degraded": ("True", "Unschedulable"), "Stalled": ("False", "Unschedulable")},
+        ),
+        # during a rollout past its deadline: stalled, with the kubelet's words
+        (
+            deployment(2, 2, 1, 1, progressing_reason="ProgressDeadlineExceeded"),
+            None,
+            {
+                "Degraded": ("True", "CrashLoopBackOff"),
+                "Stalled": ("True", "ProgressDeadlineExceeded"),
+            },
+        ),
+    ],
+)
+def test_crash_looping_containers_degrade_the_service(
+    dep: dict[str, Any], unschedulable: str | None, want: dict[str, tuple[str, str]]
+) -> None:
+    observed = Observed(dep, unschedulable_message=unschedulable, crash_loop_message=CRASHING)
+    got = {k: v for k, v in states(summarize(observed)).items() if k in want}
+    assert got == want
+    stalled = next(c for c in summarize(observed)["conditions"] if c["type"] == "Stalled")
+    if stalled["status"] == "True":
+        assert stalled["message"] == (unschedulable or CRASHING)

@@ -87,6 +87,25 @@ def unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
     return f"{len(stuck)}/{len(pods)} pods cannot be scheduled: {stuck[0]}"
 
 
+def crash_loop_message(pods: list[dict[str, Any]]) -> str | None:
+    """The kubelet's back-off on containers that keep exiting, as one sentence (None: none)."""
+    looping = [
+        cs
+        for pod in pods
+        for cs in pod.get("status", {}).get("containerStatuses") or []
+        if (cs.get("state", {}).get("waiting") or {}).get("reason") == c.REASON_CRASH_LOOP
+    ]
+    if not looping:
+        return None
+    first = looping[0]
+    last = (first.get("lastState", {}).get("terminated") or {}).get("exitCode")
+    exit_ = "" if last is None else f", last exit code {last}"
+    return (
+        f"{len(looping)}/{len(pods)} pods crash-looping: container {first.get('name')} restarted"
+        f" {first.get('restartCount', 0)} times{exit_}"
+    )
+
+
 @dataclass(frozen=True)
 class Seen:
     """What the caller already observed (a watch event, a kopf index): no need to GET it again.
@@ -249,9 +268,12 @@ def _reconcile(
         if pods is None and wanted and rollout.current > 0:  # a new Deployment has no pods
             pods = deps.kube.list("v1", "Pod", namespace, selector_for(name))
         unschedulable = None if ready else unschedulable_message(pods or [])
+        crash_loop = None if ready else crash_loop_message(pods or [])
         labels = _read_node_labels(deps, pods or [], logger) if fallbacks else None
         gpu = summarize_gpu(svc.spec.gpu, deps.cfg.gpu_catalog, labels)
-        observed = Observed(deployment, unschedulable_message=unschedulable, gpu=gpu)
+        observed = Observed(
+            deployment, unschedulable_message=unschedulable, crash_loop_message=crash_loop, gpu=gpu
+        )
 
     _write_status(deps, body, previous, observed, effective, now, logger)
 

@@ -2,13 +2,15 @@
 
 Ready follows kstatus: True only when the Deployment has seen the newest pod template and every
 desired replica is updated and ready. Progressing is True while a rollout is under way. Degraded
-says why the service cannot get there on its own (no node fits, bad GPU type, deadline passed).
+says why the service cannot get there on its own (no node fits, containers crash-looping, bad
+GPU type, deadline passed).
 
 Stalled is kstatus' own abnormal-true condition, so Flux `wait: true` and other kstatus users
 fail fast instead of waiting out their timeout. kstatus reads Ready=False as InProgress, which is
 right for pods that load a model or wait for a GPU to free, and wrong for a spec no retry will
-fix: Stalled is Degraded minus Unschedulable (capacity may come; the Deployment's own progress
-deadline turns a lasting wait into ProgressDeadlineExceeded, which stalls).
+fix: Stalled is Degraded minus Unschedulable and CrashLoopBackOff (capacity may come, a crashed
+server may stay up once restarted; the Deployment's own progress deadline turns a lasting wait
+during a rollout into ProgressDeadlineExceeded, which stalls).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Observed:
 
     deployment: dict[str, Any] | None
     unschedulable_message: str | None = None  # the scheduler's message for a Pending pod
+    crash_loop_message: str | None = None  # containers the kubelet restarts in back-off
     problem: tuple[str, str] | None = None  # (reason, message) that stops rendering
     gpu: dict[str, Any] | None = None  # status.gpu (status/gpu.py); None: not known this pass
 
@@ -88,22 +91,28 @@ def _progressing(r: Rollout) -> Verdict:
     return (c.COND_PROGRESSING, True, c.REASON_ROLLING_OUT, message)
 
 
-def _degraded_and_stalled(dep: dict[str, Any], unschedulable: str | None) -> list[Verdict]:
+def _degraded_and_stalled(dep: dict[str, Any], observed: Observed) -> list[Verdict]:
     progress = _deployment_condition(dep, "Progressing") or {}
     deadline = progress.get("reason") == c.REASON_DEADLINE
     deadline_message = str(progress.get("message", ""))
     healthy = "No problem observed."
+    unschedulable, crash_loop = observed.unschedulable_message, observed.crash_loop_message
     if unschedulable:  # the scheduler's words say more than the deadline's
         degraded: Verdict = (c.COND_DEGRADED, True, c.REASON_UNSCHEDULABLE, unschedulable)
+    elif crash_loop:  # and so do the kubelet's
+        degraded = (c.COND_DEGRADED, True, c.REASON_CRASH_LOOP, crash_loop)
     elif deadline:
         degraded = (c.COND_DEGRADED, True, c.REASON_DEADLINE, deadline_message)
     else:
         degraded = (c.COND_DEGRADED, False, c.REASON_HEALTHY, healthy)
     if deadline:
-        why = unschedulable or deadline_message
+        why = unschedulable or crash_loop or deadline_message
         stalled: Verdict = (c.COND_STALLED, True, c.REASON_DEADLINE, why)
     elif unschedulable:
         stalled = (c.COND_STALLED, False, c.REASON_UNSCHEDULABLE, "Waiting for a node that fits.")
+    elif crash_loop:
+        wait = "Waiting for the restarted containers to stay up."
+        stalled = (c.COND_STALLED, False, c.REASON_CRASH_LOOP, wait)
     else:
         stalled = (c.COND_STALLED, False, c.REASON_HEALTHY, healthy)
     return [degraded, stalled]
@@ -144,7 +153,7 @@ def summarize_status(
         verdicts = [
             _ready(rollout),
             _progressing(rollout),
-            *_degraded_and_stalled(dep, observed.unschedulable_message),
+            *_degraded_and_stalled(dep, observed),
         ]
     out.update(
         replicas=rollout.desired, readyReplicas=rollout.ready, updatedReplicas=rollout.updated
