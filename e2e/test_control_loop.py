@@ -12,7 +12,6 @@ import subprocess
 from typing import Any
 
 import pytest
-import yaml
 from tests.support.harness import Harness
 from tests.support.kube import ROOT, Cluster
 from tests.support.load import BackgroundLoad
@@ -29,6 +28,7 @@ from tests.support.vllmsvc import (
     epoch_seconds,
     flag,
     get,
+    start,
     wide_row_matches_status,
 )
 from tests.support.wait import wait_until
@@ -52,21 +52,6 @@ def service(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "spec": base,
     }
-
-
-def start(cluster: Cluster, harness: Harness, obj: dict[str, Any]) -> str:
-    """Apply, then wait until every replica has a ready twin that Prometheus scrapes."""
-    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
-    wait_until(
-        lambda: (
-            condition(get(cluster, "vllmservice", ns, name), "TuningActive").get("status") == "True"
-        ),
-        timeout=90,
-        what=f"{name}: the tuner to see usable metrics",
-    )
-    url: str = harness.service(ns, name)["url"]
-    return url
 
 
 def replicas(cluster: Cluster, ns: str, name: str) -> int:

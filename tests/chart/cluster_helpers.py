@@ -16,11 +16,11 @@ from tests.chart.objects import create, versions_until
 from tests.chart.support import (
     CHART,
     VALUES_DIR,
-    AuditLog,
     Helm,
     OperatorRun,
     write_token_kubeconfig,
 )
+from tests.support.audit import AuditLog
 from tests.support.kube import ROOT, Cluster
 from tests.support.vllmsvc import get
 from tests.support.wait import wait_until

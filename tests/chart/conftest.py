@@ -10,8 +10,9 @@ import pytest
 from kubernetes import client
 
 from tests.chart.image import build_image
-from tests.chart.support import CHART, Helm, toolchain_bin
+from tests.chart.support import Helm, toolchain_bin
 from tests.support.kube import ROOT, Cluster
+from tests.support.operator import install_kopf_crds
 
 
 @pytest.fixture(scope="session")
@@ -68,11 +69,4 @@ def current_crds(cluster: Cluster) -> None:
 @pytest.fixture(scope="module")
 def kopf_crds(cluster: Cluster) -> None:
     """The chart's kopf.dev peering CRDs (cluster-scoped, inert unless an operator peers)."""
-    cluster.kubectl("apply", "--server-side", "-f", str(CHART / "crds" / "kopf.dev_peerings.yaml"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/kopfpeerings.kopf.dev",
-        "crd/clusterkopfpeerings.kopf.dev",
-        "--timeout=60s",
-    )
+    install_kopf_crds(cluster)

@@ -44,11 +44,10 @@ from tests.chart.cluster_helpers import (
 )
 from tests.chart.support import (
     VALUES_DIR,
-    AuditLog,
     Helm,
-    audit_log_path,
     documents,
 )
+from tests.support.audit import AuditLog, audit_log_path
 from tests.support.kube import Cluster
 from tests.support.vllmsvc import get
 from tests.support.wait import wait_until

@@ -33,11 +33,10 @@ from tests.chart.image import ImageOperatorRun, image_engine
 from tests.chart.objects import create
 from tests.chart.support import (
     CHART,
-    AuditLog,
     Helm,
     OperatorRun,
-    audit_log_path,
 )
+from tests.support.audit import AuditLog, audit_log_path
 from tests.support.kube import Cluster
 from tests.support.wait import wait_until
 

@@ -33,7 +33,8 @@ from tests.chart.cluster_helpers import (
     writes,
 )
 from tests.chart.objects import create
-from tests.chart.support import CHART, AuditLog, Helm, audit_log_path
+from tests.chart.support import CHART, Helm
+from tests.support.audit import AuditLog, audit_log_path
 from tests.support.kube import Cluster
 from tests.support.vllmsvc import get
 from tests.support.wait import wait_until

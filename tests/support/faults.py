@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.support.harness import Harness
 from tests.support.kube import ROOT, Cluster, _cluster_env
 from tests.support.operator import OperatorProcess
 from tests.support.wait import wait_until
@@ -142,6 +143,37 @@ def kill_operator(op: OperatorProcess) -> int:
     code = op.proc.wait(timeout=30)
     op.proc = None
     return code
+
+
+def kill_twins(
+    harness: Harness, namespace: str, name: str, pod: str | None = None
+) -> dict[str, int]:
+    """SIGKILL every running twin of the service, or only `pod`'s (the harness restarts each, as
+    a kubelet restarts a crashed container: same pod, same port, counters back at zero, the pod
+    not Ready meanwhile); return the restarts each pod's twin had before, for
+    `wait_twins_restarted`."""
+    before = {}
+    for pod_name, twin in harness.service(namespace, name).get("twins", {}).items():
+        if twin.get("exitCode") is None and pod in (None, pod_name):
+            os.kill(twin["pid"], signal.SIGKILL)
+            before[pod_name] = twin["restarts"]
+    assert before, f"{namespace}/{name}: no running twin to kill"
+    return before
+
+
+def wait_twins_restarted(
+    harness: Harness, namespace: str, name: str, before: dict[str, int], timeout: float = 60
+) -> None:
+    """Every pod in `before` has a newer twin, ready."""
+
+    def restarted() -> bool:
+        twins = harness.service(namespace, name).get("twins", {})
+        return all(
+            pod in twins and twins[pod]["restarts"] > n and twins[pod]["ready"]
+            for pod, n in before.items()
+        )
+
+    wait_until(restarted, timeout=timeout, what=f"{namespace}/{name}: twins restarted and ready")
 
 
 def elapsed(since: float) -> float:

@@ -10,6 +10,7 @@ one Deployment, Service and live ReplicaSet per service, and no child without a 
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -47,6 +48,7 @@ class Watchdog:
         self.polls = self.failed_polls = 0
         self._observed: dict[str, int] = {}
         self.conditions: set[tuple[str, str, str]] = set()  # (service, type, reason) seen True
+        self.replicas: dict[str, list[int]] = {}  # each Deployment's replicas, as they moved
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -84,6 +86,10 @@ class Watchdog:
                     self.conditions.add((name, cond["type"], cond.get("reason", "")))
             scaling = svc["spec"].get("autoscaling") or {}
             dep = deps.get(name)
+            if dep is not None:
+                seen_replicas = self.replicas.setdefault(name, [])
+                if not seen_replicas or seen_replicas[-1] != dep.spec.replicas:
+                    seen_replicas.append(dep.spec.replicas)
             if scaling.get("enabled") and dep is not None:
                 low, high = scaling.get("minReplicas", 1), scaling.get("maxReplicas")
                 n = dep.spec.replicas
@@ -93,6 +99,12 @@ class Watchdog:
             restarts = len((status.get("tuning") or {}).get("restartTimes") or [])
             if limit is not None and restarts > limit:
                 self.violations.append(f"{name}: {restarts} restarts > maxRestartsPerHour {limit}")
+
+
+def direction_changes(values: list[int]) -> int:
+    """How often a sequence turns between going up and going down (flapping counts high)."""
+    steps = [b - a for a, b in itertools.pairwise(values) if b != a]
+    return sum(1 for x, y in itertools.pairwise(steps) if (x > 0) != (y > 0))
 
 
 def assert_nothing_lost(

@@ -17,10 +17,19 @@ from tests.support.kube import ROOT, Cluster
 
 
 class OperatorProcess:
-    def __init__(self, cluster: Cluster, log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = ("--all-namespaces",),
+    ) -> None:
+        """`args`: the scope and peering arguments of `vllm-operator run` (HA: -n NS --peering P
+        --priority N, with POD_ID and POD_NAMESPACE in `env` as the chart's StatefulSet sets)."""
         self.cluster = cluster
         self.log_path = log_path
         self.extra_env = env or {}
+        self.args = args
         self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_port = free_port()
         # the real Prometheus scrapes the operator's own /metrics (file-based discovery, as the
@@ -55,7 +64,7 @@ class OperatorProcess:
                 "-m",
                 "vllm_operator.cli",
                 "run",
-                "--all-namespaces",
+                *self.args,
                 "--liveness",
                 "",
             ],
@@ -105,3 +114,16 @@ def operator_process(
     op.start()
     yield op
     op.stop()
+
+
+def install_kopf_crds(cluster: Cluster) -> None:
+    """The chart's kopf.dev peering CRDs (cluster-scoped, inert unless an operator peers)."""
+    crds = ROOT / "charts" / "vllm-operator" / "crds" / "kopf.dev_peerings.yaml"
+    cluster.kubectl("apply", "--server-side", "-f", str(crds))
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "crd/kopfpeerings.kopf.dev",
+        "crd/clusterkopfpeerings.kopf.dev",
+        "--timeout=60s",
+    )

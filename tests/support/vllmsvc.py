@@ -7,8 +7,11 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.support.harness import Harness
 from tests.support.kube import Cluster
+from tests.support.wait import wait_until
 
 
 def get(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
@@ -61,3 +64,19 @@ def flag(args: list[str], name: str) -> str | None:
 def epoch_seconds(stamp: str) -> float:
     """A status timestamp (RFC 3339, Z) as seconds since the epoch."""
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def start(cluster: Cluster, harness: Harness, obj: dict[str, Any]) -> str:
+    """Apply, then wait until every replica has a ready twin that Prometheus scrapes; the URL of
+    the service's loopback balancer."""
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
+    wait_until(
+        lambda: (
+            condition(get(cluster, "vllmservice", ns, name), "TuningActive").get("status") == "True"
+        ),
+        timeout=90,
+        what=f"{name}: the tuner to see usable metrics",
+    )
+    url: str = harness.service(ns, name)["url"]
+    return url
