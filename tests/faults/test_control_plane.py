@@ -123,8 +123,10 @@ def _load_and_fault(
                 converged, timeout=180, what="every service Ready after the fault", interval=1
             )
         except AssertionError as exc:
+            listed = len(list_services(cluster, namespace))
             raise AssertionError(
-                f"{exc}\n{not_ready(cluster, namespace)}\n"
+                f"{exc}\n{listed} of {SERVICES} services exist (the client created"
+                f" {creator.created})\n{not_ready(cluster, namespace)}\n"
                 f"operator log:\n{operator_process.log_tail(80)}"
             ) from None
         recovery_s = elapsed(t0)
@@ -160,20 +162,40 @@ def _load_and_fault(
 
 
 def not_ready(cluster: Cluster, namespace: str) -> str:
-    """One line per service that is not Ready: its generations and its Ready condition."""
+    """One line per service that is not Ready: its generations, its Ready condition, and what
+    the cluster did with its Deployment (whether the controller manager saw it, its pods), so a
+    failure tells an operator that did not act from a cluster that did not follow."""
+    apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
+    deps = {d.metadata.name: d for d in apps.list_namespaced_deployment(namespace).items}
+    pods = core.list_namespaced_pod(namespace).items
     lines = []
     for svc in list_services(cluster, namespace):
         if not is_ready(svc):
-            status = svc.get("status") or {}
+            name, status = svc["metadata"]["name"], svc.get("status") or {}
             ready = next(
                 (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
             )
             lines.append(
-                f"{svc['metadata']['name']}: generation {svc['metadata']['generation']}, "
+                f"{name}: generation {svc['metadata']['generation']}, "
                 f"observed {status.get('observedGeneration')}, Ready={ready.get('status')} "
-                f"{ready.get('reason')}: {ready.get('message')}"
+                f"{ready.get('reason')}: {ready.get('message')}; {deployment_line(deps.get(name))}"
+                f"; pods {phases(pods, name)}"
             )
     return "not Ready:\n" + ("\n".join(lines) or "(none listed)")
+
+
+def phases(pods: list[Any], name: str) -> list[str]:
+    return sorted(p.status.phase for p in pods if p.metadata.name.startswith(f"{name}-"))
+
+
+def deployment_line(dep: Any) -> str:
+    if dep is None:
+        return "no Deployment"
+    st = dep.status
+    return (
+        f"Deployment generation {dep.metadata.generation} observed {st.observed_generation},"
+        f" replicas {dep.spec.replicas} updated {st.updated_replicas} ready {st.ready_replicas}"
+    )
 
 
 def hang_api_server(control_plane: ControlPlane) -> None:
