@@ -16,7 +16,12 @@ from kubernetes import client
 from tests.faults.services import tuned_service
 from tests.support.faults import delete_node, elapsed
 from tests.support.harness import Harness
-from tests.support.invariants import Watchdog, assert_nothing_lost, condition, list_services
+from tests.support.invariants import (
+    Watchdog,
+    condition,
+    list_services,
+    wait_nothing_lost,
+)
 from tests.support.kube import Cluster
 from tests.support.operator import OperatorProcess
 from tests.support.wait import wait_until
@@ -63,8 +68,10 @@ def test_unschedulable_pods_do_not_block_the_scale_down(
         t0 = time.monotonic()
         wait_until(scaled_down, timeout=150, what="a scale-down while a pod is Pending")
         scale_s = elapsed(t0)
-        wait_until(
-            lambda: assert_nothing_lost(cluster, namespace, ["short"]) is None,
+        wait_nothing_lost(
+            cluster,
+            namespace,
+            ["short"],
             timeout=120,
             what="the service Ready on the pods that fit",
         )
@@ -97,11 +104,7 @@ def test_pods_of_a_lost_node_move_to_another(
     node; the service is Ready again with nothing lost."""
     obj = tuned_service(namespace, "moved", replicas=2, autoscaling=None, autotune={"mode": "Off"})
     apply(cluster, obj)
-    wait_until(
-        lambda: assert_nothing_lost(cluster, namespace, ["moved"]) is None,
-        timeout=90,
-        what="the service Ready",
-    )
+    wait_nothing_lost(cluster, namespace, ["moved"], timeout=90, what="the service Ready")
     pods = core.list_namespaced_pod(namespace).items
     lost = pods[0].spec.node_name
     manifest = delete_node(core, lost)
@@ -115,10 +118,8 @@ def test_pods_of_a_lost_node_move_to_another(
                 return len(running) == 2 and all(p.spec.node_name != lost for p in running)
 
             wait_until(moved, timeout=150, what=f"the pods off {lost}", interval=1)
-            wait_until(
-                lambda: assert_nothing_lost(cluster, namespace, ["moved"]) is None,
-                timeout=60,
-                what="the service Ready again",
+            wait_nothing_lost(
+                cluster, namespace, ["moved"], timeout=60, what="the service Ready again"
             )
         recovery_s = elapsed(t0)
     finally:

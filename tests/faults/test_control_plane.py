@@ -17,7 +17,12 @@ from kubernetes import client
 
 from tests.faults.services import Creator, tuned_service
 from tests.support.faults import ControlPlane, elapsed
-from tests.support.invariants import Watchdog, assert_nothing_lost, is_ready, list_services
+from tests.support.invariants import (
+    Watchdog,
+    is_ready,
+    list_services,
+    wait_nothing_lost,
+)
 from tests.support.kube import Cluster
 from tests.support.operator import OperatorProcess
 from tests.support.wait import wait_until
@@ -133,11 +138,12 @@ def _load_and_fault(
         # A child lost in the fault (a create the API server dropped) is the resync timer's to
         # repair (VLLM_OPERATOR_RESYNC_SECONDS=30 in tests): wait for it, and say how long.
         try:
-            wait_until(
-                lambda: assert_nothing_lost(cluster, namespace, names) is None,
+            wait_nothing_lost(
+                cluster,
+                namespace,
+                names,
                 timeout=90,
                 what="nothing lost: one Deployment, Service and live ReplicaSet per service",
-                interval=1,
             )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\noperator log:\n{operator_process.log_tail(80)}") from None

@@ -16,10 +16,10 @@ from tests.support.faults import elapsed, kill_twins, wait_twins_restarted
 from tests.support.harness import Harness
 from tests.support.invariants import (
     Watchdog,
-    assert_nothing_lost,
     condition,
     direction_changes,
     list_services,
+    wait_nothing_lost,
 )
 from tests.support.kube import Cluster
 from tests.support.load import BackgroundLoad
@@ -84,11 +84,12 @@ def test_a_crash_looping_twin_degrades_the_service_without_flapping(
                 wait_twins_restarted(harness, namespace, name, before)
             crashed_s = elapsed(t0)
             t1 = time.monotonic()
-            wait_until(
-                lambda: assert_nothing_lost(cluster, namespace, [name]) is None,
+            wait_nothing_lost(
+                cluster,
+                namespace,
+                [name],
                 timeout=90,
                 what="the service Ready and whole once the twin stays up",
-                interval=1,
             )
             recovered_s = elapsed(t1)
     finally:

@@ -26,7 +26,7 @@ from tests.faults.services import tuned_service
 from tests.support.audit import AuditLog, audit_log_path
 from tests.support.faults import elapsed, kill_operator
 from tests.support.harness import Harness
-from tests.support.invariants import Watchdog, assert_nothing_lost
+from tests.support.invariants import Watchdog, wait_nothing_lost
 from tests.support.kube import Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess, install_kopf_crds
@@ -138,11 +138,12 @@ def test_leader_killed_during_tuning_no_action_taken_twice(
 
             wait_until(tuned_by_the_standby, timeout=60, what="op-1's tuning passes", interval=0.5)
             tuned_s = elapsed(t0)
-            wait_until(
-                lambda: assert_nothing_lost(cluster, namespace, [name]) is None,
+            wait_nothing_lost(
+                cluster,
+                namespace,
+                [name],
                 timeout=120,
                 what="the service Ready on its replicas with nothing lost",
-                interval=1,
             )
             whole_s = elapsed(t0)
     finally:

@@ -25,7 +25,7 @@ from tests.support.faults import (
     wait_twins_restarted,
 )
 from tests.support.harness import Harness
-from tests.support.invariants import Watchdog, assert_nothing_lost
+from tests.support.invariants import Watchdog, assert_nothing_lost, wait_nothing_lost
 from tests.support.kube import Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
@@ -253,11 +253,7 @@ def test_prometheus_restart_and_counter_resets_hold_with_a_reason_and_move_nothi
     # Prometheus down: the query failed; the restarted pods were not ready for a moment
     assert "HoldMetricsError" in holds and all(r.startswith("Hold") for r in holds), holds
     assert dog.violations == [], dog.violations
-    wait_until(
-        lambda: assert_nothing_lost(cluster, namespace, [name]) is None,
-        timeout=60,
-        what="the service Ready and whole",
-    )
+    wait_nothing_lost(cluster, namespace, [name], timeout=60, what="the service Ready and whole")
     record_property("held_s", held_s)
     record_property("resumed_s", resumed_s)
     record_property("reset_s", reset_s)

@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client
 
 from tests.support.kube import Cluster
+from tests.support.wait import wait_until
 
 GROUP, VERSION, PLURAL = "serving.vllmop.io", "v1alpha1", "vllmservices"
 
@@ -136,3 +137,17 @@ def assert_nothing_lost(
             and (rs.spec.replicas or 0) > 0
         ]
         assert len(live) == 1, f"{dep.metadata.name}: {len(live)} live ReplicaSets"
+
+
+def wait_nothing_lost(
+    cluster: Cluster, namespace: str, names: Iterable[str], *, timeout: float, what: str
+) -> None:
+    """`assert_nothing_lost`, waited for: after a fault the last child or status write may lag
+    (a child lost in it comes back with the resync timer)."""
+    want = list(names)
+    wait_until(
+        lambda: assert_nothing_lost(cluster, namespace, want) is None,
+        timeout=timeout,
+        what=what,
+        interval=0.5,
+    )
