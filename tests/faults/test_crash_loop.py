@@ -27,7 +27,7 @@ from tests.support.operator import OperatorProcess
 from tests.support.vllmsvc import start
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.long]
+pytestmark = pytest.mark.faults
 
 # back-offs 0.5, 1, 2, 4 and 8 s: the last crashes last long enough for any pass to see them
 CRASHES = 5

@@ -33,7 +33,7 @@ from tests.support.operator import OperatorProcess, install_kopf_crds
 from tests.support.vllmsvc import decisions, epoch_seconds, get, start
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.long]
+pytestmark = pytest.mark.faults
 
 PEERING = "vllmop-ha"
 LOOPS_LEASE = f"{PEERING}-loops"  # main.py: the Lease the tuning loop runs under

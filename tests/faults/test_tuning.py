@@ -32,7 +32,7 @@ from tests.support.operator import OperatorProcess
 from tests.support.vllmsvc import condition, decisions, epoch_seconds, flag, get, start
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.long]
+pytestmark = pytest.mark.faults
 
 QUEUE_FLAG = "--max-num-queued-reqs"
 JUDGED = ("RetuneKept", "RollbackWorse")
@@ -70,6 +70,7 @@ def restart_operator(op: OperatorProcess) -> None:
         op.start()
 
 
+@pytest.mark.long  # about a minute: the retune, the scheduler's lease, the judgement
 def test_operator_killed_mid_budget_rollout_finishes_it_and_judges_it_once(
     cluster: Cluster,
     operator_process: OperatorProcess,
