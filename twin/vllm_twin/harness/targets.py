@@ -135,7 +135,9 @@ def build_pod_status(
         "state": state,
     }
     if exit_code is not None:
-        entry["lastState"] = {"terminated": {"exitCode": exit_code, "finishedAt": now}}
+        # a container runtime reports death by signal N as exit code 128 + N (SIGKILL: 137)
+        code = 128 - exit_code if exit_code < 0 else exit_code
+        entry["lastState"] = {"terminated": {"exitCode": code, "finishedAt": now}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
