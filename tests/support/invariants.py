@@ -141,13 +141,21 @@ def assert_nothing_lost(
 
 def wait_nothing_lost(
     cluster: Cluster, namespace: str, names: Iterable[str], *, timeout: float, what: str
-) -> None:
+) -> list[str]:
     """`assert_nothing_lost`, waited for: after a fault the last child or status write may lag
-    (a child lost in it comes back with the resync timer)."""
-    want = list(names)
-    wait_until(
-        lambda: assert_nothing_lost(cluster, namespace, want) is None,
-        timeout=timeout,
-        what=what,
-        interval=0.5,
-    )
+    (a child lost in it comes back with the resync timer). Returns what was lost meanwhile: each
+    distinct failure seen before the end state, oldest first (empty: nothing lost at any time)."""
+    want, lost = list(names), []
+
+    def whole() -> bool:
+        try:
+            assert_nothing_lost(cluster, namespace, want)
+        except AssertionError as exc:
+            message = str(exc).splitlines()[0]
+            if message not in lost:
+                lost.append(message)
+            raise
+        return True
+
+    wait_until(whole, timeout=timeout, what=what, interval=0.5)
+    return lost
