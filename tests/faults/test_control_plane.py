@@ -33,6 +33,8 @@ LEADERS = ("kube-scheduler", "kube-controller-manager")
 # The outage the issue asks for: longer than the leader-election renew deadline (10 s), so the
 # scheduler and the controller manager lose their leases and exit, as they do in a real cluster.
 OUTAGE_SECONDS = 30
+# a recovery slower than this says who was late (most take under 10 s; one took 53)
+STRAGGLER_S = 20
 SERVICES = 10  # one H100 each, of the fleet's 16 (e2e/fleet.yaml); ~2 minutes on 2 cores
 # what the operator logs when a call fails and kopf or a loop tries again
 RETRY_LINES = re.compile(r"retry|retrying|will retry|backoff|ClientConnectorError|Timeout", re.I)
@@ -119,9 +121,14 @@ def _load_and_fault(
         fault_s = elapsed(t0)
         wait_until(creator.done.is_set, timeout=120, what="every service created")
 
+        stragglers: list[str] = []  # who was still not Ready STRAGGLER_S after the fault
+
         def converged() -> bool:
             services = list_services(cluster, namespace)
-            return len(services) == SERVICES and all(is_ready(s) for s in services)
+            done = len(services) == SERVICES and all(is_ready(s) for s in services)
+            if not done and not stragglers and time.monotonic() - t0 > STRAGGLER_S:
+                stragglers.append(f"{len(services)} exist; {not_ready(cluster, namespace)}")
+            return done
 
         try:
             wait_until(
@@ -167,6 +174,7 @@ def _load_and_fault(
         # what assert_nothing_lost found missing after every service was Ready: the child the
         # resync timer had to repair (the etcd scenario's open question, docs/reliability.md)
         "lost_meanwhile": lost,
+        "stragglers": stragglers,
     }
 
 
