@@ -245,6 +245,7 @@ FLAG_VALUES: dict[str, str | None] = {
     flags.FLAG_SERVED_MODEL_NAME: "chat",
     flags.FLAG_PORT: "8000",
     "--hf-token": "hf_example",
+    "--api-key": "s3cret",
     flags.FLAG_TP: "1",
     flags.FLAG_PP: "1",
     flags.FLAG_MAX_MODEL_LEN: "8192",
