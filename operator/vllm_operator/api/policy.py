@@ -3,15 +3,17 @@
 A deny list of `vllm serve` flags and environment variables that change where vLLM listens, who
 may call it, what code it loads or which files it reads, and an optional allow list of images.
 A cluster that needs one of them names it in the operator config (chart values `config.policy`);
-the policy is the operator's, not the CRD's, so it is enforced where the config is known: in the
-renderer, before anything is applied (the API server admits the object; status says why nothing
-was rendered). A denied flag is found in every spelling vLLM accepts (vllm_operator.vllm.options).
+the policy is the operator's, not the CRD's, so it is enforced where the config is known: by the
+renderer, before anything is applied (status says why nothing was rendered), and by the
+ValidatingAdmissionPolicy the chart renders from policy_file_yaml() minus the allow lists. A
+denied flag is found in every spelling vLLM accepts (vllm_operator.vllm.options).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import cache
 from typing import Any, Final
 
 import yaml
@@ -177,6 +179,12 @@ class Violation:
     message: str  # what follows "FIELD: "
 
 
+@cache
+def _denied_by_dest() -> dict[str, Denied]:
+    table = load_option_table()
+    return {table.by_string[d.name].dest: d for d in DENIED_FLAGS}
+
+
 def _denied_flag_of(token: str, allowed: frozenset[str]) -> Denied | None:
     """The denied flag vLLM reads `token` as (any spelling), unless it is that flag's negative
     (`--no-trust-remote-code` turns the risk off) or the policy allows it."""
@@ -184,12 +192,10 @@ def _denied_flag_of(token: str, allowed: frozenset[str]) -> Denied | None:
     option = resolve_token(token, table).option
     if option is None:
         return None
-    dest = table.by_string[option].dest
-    for denied in DENIED_FLAGS:
-        if denied.name in allowed or table.by_string[denied.name].dest != dest:
-            continue
-        return None if _is_negative(option, denied) else denied
-    return None
+    denied = _denied_by_dest().get(table.by_string[option].dest)
+    if denied is None or denied.name in allowed or _is_negative(option, denied):
+        return None
+    return denied
 
 
 def find_policy_violations(spec: Any, policy: PolicyConfig, image: str) -> list[Violation]:

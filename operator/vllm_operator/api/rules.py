@@ -19,6 +19,7 @@ from typing import Any, Final
 from vllm_operator.api import flags
 from vllm_operator.api.budgets import BUDGET_KEYS
 from vllm_operator.constants import TMP_PATH, VLLM_CACHE_ROOT, VLLM_HOME
+from vllm_operator.vllm import flags as vf
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,7 @@ RULES: Final[tuple[Rule, ...]] = (
         message="spec.engine.env may not set HF_TOKEN to a literal value; use spec.hfTokenSecret",
         check=lambda env: not any(e.name in _HF_TOKEN_VARS and e.value is not None for e in env),
     ),
-    _owned_env_rule("VLLM_API_KEY", "spec.apiKeySecret"),
+    _owned_env_rule(vf.API_KEY_ENV, "spec.apiKeySecret"),
     Rule(
         path=("spec", "modelCache"),
         cel=(

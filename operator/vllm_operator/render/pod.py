@@ -9,6 +9,7 @@ from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.catalog import GPUType
 from vllm_operator.constants import VLLM_CACHE_ROOT
 from vllm_operator.render.security import HF_HOME, build_home_env, build_writable_dirs
+from vllm_operator.vllm.flags import API_KEY_ENV
 
 HEALTH_PATH: Final = "/health"
 PORT_NAME: Final = "http"
@@ -23,7 +24,8 @@ STARTUP_FAILURES: Final = 180
 def build_env(spec: VLLMServiceSpec) -> list[dict[str, Any]]:
     """Operator-set variables first, the user's after (a later duplicate name wins)."""
     env = build_home_env()
-    for name, secret in (("HF_TOKEN", spec.hf_token_secret), ("VLLM_API_KEY", spec.api_key_secret)):
+    secrets = (("HF_TOKEN", spec.hf_token_secret), (API_KEY_ENV, spec.api_key_secret))
+    for name, secret in secrets:
         if secret is not None:
             ref = {"name": secret.name, "key": secret.key}
             env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})

@@ -144,6 +144,8 @@ DOWNLOAD_DIR: Final = _f("--download-dir", Kind.STR)
 TOKENIZER: Final = _f("--tokenizer", Kind.STR)
 SEED: Final = _f("--seed", Kind.INT, 0)
 API_KEY: Final = _f("--api-key", Kind.NAMES)
+# the key when --api-key is not given (vllm/entrypoints/serve/middleware/register.py)
+API_KEY_ENV: Final = "VLLM_API_KEY"
 UVICORN_LOG_LEVEL: Final = _f(
     "--uvicorn-log-level",
     Kind.CHOICE,

@@ -4,14 +4,16 @@ and /cohere need `Authorization: Bearer KEY`; anything else (/health, /metrics) 
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from vllm_operator.vllm.flags import API_KEY_ENV
+
 GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
-API_KEY_ENV = "VLLM_API_KEY"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -26,10 +28,12 @@ def _authorized(header: str | None, keys: tuple[str, ...]) -> bool:
     if not header:
         return False
     scheme, _, token = header.partition(" ")
-    # compare every key, as vLLM does, so the time taken says nothing about which one is close
+    # as vLLM does: digests of equal length, every key compared, so the time taken says neither
+    # the key's length nor which key is close
+    digest = hashlib.sha256(token.encode()).digest()
     matched = False
     for key in keys:
-        matched |= hmac.compare_digest(token.encode(), key.encode())
+        matched |= hmac.compare_digest(digest, hashlib.sha256(key.encode()).digest())
     return scheme.lower() == "bearer" and matched
 
 
