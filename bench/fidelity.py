@@ -52,6 +52,7 @@ class Outcome:
     rows: tuple[Row, ...]
     skipped: tuple[tuple[str, str, str], ...]  # (point, split, why)
     notes: tuple[tuple[str, str], ...]  # (point, note)
+    excluded: tuple[tuple[str, str, str], ...] = ()  # (point, quantity, why)
 
 
 def evaluate(measurements: MeasurementSet, catalog: Catalog, only: str | None = None) -> Outcome:
@@ -59,9 +60,11 @@ def evaluate(measurements: MeasurementSet, catalog: Catalog, only: str | None = 
     rows: list[Row] = []
     skipped: list[tuple[str, str, str]] = []
     notes: list[tuple[str, str]] = []
+    excluded: list[tuple[str, str, str]] = []
     for point in measurements.points:
         if only is not None and only not in point.id:
             continue
+        excluded += [(point.id, name, why) for name, why in point.excluded.items()]
         try:
             replayed: Replayed = replay_point(point, catalog)
         except NotSimulableError as exc:
@@ -83,7 +86,7 @@ def evaluate(measurements: MeasurementSet, catalog: Catalog, only: str | None = 
                     c.error,
                 )
             )
-    return Outcome(tuple(rows), tuple(skipped), tuple(notes))
+    return Outcome(tuple(rows), tuple(skipped), tuple(notes), tuple(excluded))
 
 
 def summarize(rows: Iterable[Row]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -140,6 +143,9 @@ def render_markdown(outcome: Outcome, summary: dict[str, Any], meta: dict[str, A
     if outcome.notes:
         lines += ["", "## Notes", ""]
         lines += [f"- {point}: {note}" for point, note in outcome.notes]
+    if outcome.excluded:
+        lines += ["", "## Excluded (neither fitted nor judged)", ""]
+        lines += [f"- {point} {name}: {why}" for point, name, why in outcome.excluded]
     if outcome.skipped:
         lines += ["", "## Not simulated", ""]
         lines += [f"- {point} ({split}): {why}" for point, split, why in outcome.skipped]
@@ -200,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rows": [r.__dict__ for r in outcome.rows],
         "notes": [{"point": p_, "note": n} for p_, n in outcome.notes],
         "skipped": [{"point": p_, "split": s, "why": w} for p_, s, w in outcome.skipped],
+        "excluded": [{"point": p_, "quantity": q, "why": w} for p_, q, w in outcome.excluded],
     }
     (args.out / "fidelity.json").write_text(json.dumps(data, indent=2) + "\n", "utf-8")
     (args.out / "fidelity.md").write_text(render_markdown(outcome, summary, meta), "utf-8")
@@ -210,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{split:8} {group:11} n={s['count']:3}  median {s['median_abs_error']:6.1%}  "
                 f"worst {s['worst_abs_error']:7.1%}  ({s['worst']})"
             )
+    for point, name, why in outcome.excluded:
+        print(f"excluded {point} {name}: {why}")
     print(f"wrote {args.out}/fidelity.{{json,md,png}}", file=sys.stderr)
     return 0
 

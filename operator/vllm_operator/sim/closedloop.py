@@ -30,6 +30,7 @@ class ClosedLoopSpec:
     output: LengthDist
     warmup: int = 0  # requests sent first and not counted
     seed: int = 0
+    chat: bool = False  # chat requests (`vllm bench serve --backend openai-chat`)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -141,7 +142,7 @@ def run_closed_loop(spec: ClosedLoopSpec, fleet: Fleet) -> list[ClientSample]:
             end(job, finish)
         while due and due[0][0] <= now:
             _, _, job = heapq.heappop(due)
-            req = SimRequest(job.request_id, now, job.prompt_tokens, job.max_tokens)
+            req = SimRequest(job.request_id, now, job.prompt_tokens, job.max_tokens, chat=spec.chat)
             _, reason = fleet.submit(req, now)  # a 400 comes back as reason "invalid"
             if reason is None:
                 sent[req.request_id] = (now, job)

@@ -54,3 +54,23 @@ def test_the_command_writes_json_markdown_and_the_plot(tmp_path: Path) -> None:
     assert {r["point"] for r in data["rows"]} == {"wmx-l4-qwen2.5-0.5b/concurrency-32"}
     assert "| fit | TTFT |" in (tmp_path / "fidelity.md").read_text()
     assert (tmp_path / "fidelity.png").stat().st_size > 0
+
+
+def test_an_excluded_quantity_is_neither_compared_nor_fitted_and_is_printed(
+    tmp_path: Path,
+) -> None:
+    data = _set({"ttft_ms": {"median": 10.0}, "request_throughput_rps": 1.0})
+    why = "below the compute floor of the load the page states"
+    data["sources"][0]["points"][0]["excluded"] = {"ttft_ms": why}
+    outcome = evaluate(parse_measurements(data), load_catalog())
+    assert {r.quantity for r in outcome.rows} == {"request_throughput_rps"}
+    assert outcome.excluded == (("s/c", "ttft_ms", why),)
+
+
+def test_the_shipped_set_prints_its_exclusions(tmp_path: Path) -> None:
+    only = "databasemart-a40-50-concurrent/llama-3.1-8b-instruct"
+    assert main(["--only", only, "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "fidelity.md").read_text()
+    assert f"- {only} ttft_ms: Below the A40's compute floor" in text
+    data = json.loads((tmp_path / "fidelity.json").read_text())
+    assert "ttft_ms.median" not in {r["quantity"] for r in data["rows"]}

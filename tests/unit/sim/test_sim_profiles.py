@@ -7,6 +7,7 @@ assumes gpu_memory_utilization 0.9, hence the explicit setting here.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,7 @@ def test_user_override_merges_fields_and_adds_entries(tmp_path: Path) -> None:
     [
         ("models:\n  Llama-3.1-8B: {kv_bytes_per_token: 1}\n", "does not match"),
         ("gpus:\n  H100-80GB: {colour: green}\n", "unknown field"),
-        ("gpus:\n  H100-80GB: {mfu_decode: 3}\n", "fractions of peak"),
+        ("gpus:\n  H100-80GB: {mfu_decode: 3}\n", "fraction of peak"),
         ("gpus:\n  New: {memory_gib: 8}\n", "missing field"),
         ("engines: {}\n", "unknown top-level key"),
         ("coefficients: {t0: -1}\n", "must be a number >= 0"),
@@ -134,3 +135,17 @@ def test_user_override_errors(tmp_path: Path, text: str, message: str) -> None:
     path.write_text(text)
     with pytest.raises(ProfileError, match=message):
         load_catalog(path)
+
+
+def test_a_gpu_without_efficiencies_takes_the_pooled_coefficients() -> None:
+    catalog = load_catalog()
+    rtx = catalog.gpu("RTX4090")
+    assert rtx.mfu_prefill is None and rtx.mfu_decode is None
+    model, coeffs = catalog.model("Mistral-7B-v0.3"), catalog.coefficients
+    kv = model.kv_bytes_per_token
+    pooled = StepTimeModel(rtx, model, tp=1, kv_bytes_per_token=kv, coeffs=coeffs)
+    own = dataclasses.replace(rtx, mfu_prefill=coeffs.mfu_prefill, mfu_decode=coeffs.mfu_decode)
+    stated = StepTimeModel(own, model, tp=1, kv_bytes_per_token=kv, coeffs=coeffs)
+    # a 2048-token prefill is compute-bound, a 256-sequence decode close to it
+    for args in ((1, 2048, 0, 2048, 2048 * 2049, 0), (256, 0, 256, 256 * 300, 0, 2 * 256 * 300)):
+        assert pooled.duration(*args) == stated.duration(*args)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from vllm_operator.sim.catalog import load_catalog
-from vllm_twin.calibration.fit import PRIOR_WEIGHT, fit, golden, loss, prior_cost
+from vllm_twin.calibration.fit import PRIOR_WEIGHT, fit, golden, loss, pooled, prior_cost
 from vllm_twin.calibration.measurements import default_path, parse_measurements
 from vllm_twin.calibration.replay import replay_point
 from vllm_twin.cli import main
@@ -80,3 +80,13 @@ def test_the_fingerprint_follows_the_measurement_file(tmp_path: Path) -> None:
     assert fingerprint(copy) == fingerprint(default_path())
     copy.write_text(copy.read_text("utf-8") + "\n# another line\n", "utf-8")
     assert fingerprint(copy) != fingerprint(default_path())
+
+
+def test_an_unseen_gpu_takes_the_fitted_gpus_median_efficiencies() -> None:
+    fitted = {
+        "A": {"mfu_prefill": 0.2, "mfu_decode": 0.08, "eta_w": 0.7, "eta_kv": 0.5},
+        "B": {"mfu_prefill": 0.4, "mfu_decode": 0.30, "eta_w": 0.6, "eta_kv": 0.5},
+        "C": {"mfu_prefill": 0.6, "mfu_decode": 0.32, "eta_w": 0.8, "eta_kv": 0.5},
+    }
+    assert pooled(fitted) == {"mfu_prefill": 0.4, "mfu_decode": 0.30}
+    assert pooled({}) == {}

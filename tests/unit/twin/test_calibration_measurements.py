@@ -170,6 +170,14 @@ def test_a_point_overrides_its_sources_defaults_field_by_field() -> None:
             "ttft_ms.mean: Input should be greater than 0",
         ),
         (lambda s: s["setup"].pop("vllm_version"), "s/c8: setup.vllm_version: Field required"),
+        (
+            lambda s: s["points"][0].update(excluded={"tpot_ms": "not measured on this page"}),
+            "excluded.tpot_ms: not a measured quantity of this point",
+        ),
+        (
+            lambda s: s["points"][0].update(excluded={"ttft_ms": "odd"}),
+            "excluded.ttft_ms: give the source-based reason in words",
+        ),
     ],
 )
 def test_bad_entries_are_refused_with_the_field_named(edit: Any, message: str) -> None:

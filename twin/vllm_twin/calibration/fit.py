@@ -2,11 +2,15 @@
 
 What is fitted, and from which data:
 - per GPU, from that GPU's fit points: `mfu_prefill`, `mfu_decode`, `eta_w` and `eta_kv` (the
-  shares of bandwidth achieved when streaming weights and when reading the KV cache);
+  shares of bandwidth achieved when streaming weights and when reading the KV cache), and then
+  both etas at once (`_trade`: points that fill the KV cache fix only their mix);
+- a GPU without fit points takes the fitted GPUs' median `mfu_prefill`/`mfu_decode` (`pooled`);
 - shared by all GPUs, from every fit point: `api_overhead` (the API server's latency per
-  request, what low-load TTFT adds to the prefill) and `api_request_cost` (its serial CPU time
-  per request, what makes throughput plateau when a burst arrives), and `overlap` (how smooth the
-  roofline's turn from memory- to compute-bound steps is: what slows large batches).
+  request, what low-load TTFT adds to the prefill), `api_request_cost` (its serial CPU time
+  per request, what makes throughput plateau when a burst arrives), `api_chat_cost` (the extra
+  of a chat request: template and messages), `overlap` (how smooth the roofline's turn from
+  memory- to compute-bound steps is) and `c_req` (the engine's CPU time per scheduled request
+  per step: what slows a large batch's step beyond its GPU time).
 
 The loss of a set of points is the mean over (point, group) of the mean |log(sim / measured)|
 of the group's quantities (TTFT, TPOT/ITL, throughput, latency): each point's groups weigh the
@@ -45,8 +49,12 @@ PRIOR_WEIGHT = 0.05
 SHARED_PARAMS = {
     "api_overhead": (0.002, 0.08, True),
     "api_request_cost": (0.0, 0.04, False),
+    "api_chat_cost": (0.0, 0.04, False),
     "overlap": (0.0, 0.8, False),
+    "c_req": (0.0, 60e-6, False),
 }
+# GpuProfile fields whose fitted median becomes the StepCoefficients default (`pooled`)
+POOLED_PARAMS = ("mfu_prefill", "mfu_decode")
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -146,6 +154,44 @@ def _gpu_loss(
     )
 
 
+def _trade(
+    points: Sequence[Point], catalog: Catalog, base: Catalog, gpu: str
+) -> tuple[Callable[[float], float], float, float]:
+    """Loss of eta_w * k with eta_kv / k, and k's range; both priors counted.
+
+    Where a GPU's fit points all fill the KV cache, their decode steps read about the same
+    bytes of weights and of KV, so the data fix a mix of the two efficiencies, not each: a
+    search of one with the other held stops where it started, at whichever one the descent
+    moved first. This direction moves both at once and lets the priors choose in the valley.
+    """
+    own, coeffs = catalog.gpus[gpu], catalog.coefficients
+    w, kv = _gpu_value(own, coeffs, "eta_w"), _gpu_value(own, coeffs, "eta_kv")
+    priors = {n: _gpu_value(base.gpus[gpu], base.coefficients, n) for n in ("eta_w", "eta_kv")}
+
+    def f(k: float) -> float:
+        values = {"eta_w": w * k, "eta_kv": kv / k}
+        cost = sum(prior_cost(v, priors[n], *GPU_PARAMS[n]) for n, v in values.items())
+        return loss(points, _with_gpu(catalog, gpu, **values)) + cost
+
+    (w_low, w_high, _), (kv_low, kv_high, _) = GPU_PARAMS["eta_w"], GPU_PARAMS["eta_kv"]
+    return f, max(w_low / w, kv / kv_high), min(w_high / w, kv / kv_low)
+
+
+def _trade_step(
+    points: Sequence[Point], catalog: Catalog, base: Catalog, gpu: str, evals: int
+) -> Catalog:
+    f, low, high = _trade(points, catalog, base, gpu)
+    k = golden(f, low, high, True, evals) if low < high else 1.0
+    if f(k) >= f(1.0):
+        return catalog
+    own = catalog.gpus[gpu]
+    w, kv = (
+        _gpu_value(own, catalog.coefficients, "eta_w"),
+        _gpu_value(own, catalog.coefficients, "eta_kv"),
+    )
+    return _with_gpu(catalog, gpu, eta_w=w * k, eta_kv=kv / k)
+
+
 def fit(
     measurements: MeasurementSet,
     catalog: Catalog,
@@ -172,6 +218,10 @@ def fit(
                 catalog = _with_gpu(catalog, gpu, **{name: best})
                 if progress:
                     progress(f"{gpu} {name} = {best:.4g}")
+            catalog = _trade_step(mine, catalog, base, gpu, evals)
+            if progress:
+                g = catalog.gpus[gpu]
+                progress(f"{gpu} eta_w/eta_kv traded: {g.eta_w:.4g} / {g.eta_kv:.4g}")
     gpus = {
         gpu: {
             name: round(_gpu_value(catalog.gpus[gpu], catalog.coefficients, name), 4)
@@ -182,4 +232,19 @@ def fit(
     coefficients = {
         name: round(float(getattr(catalog.coefficients, name)), 6) for name in SHARED_PARAMS
     }
+    coefficients.update(pooled(gpus))
     return Fitted(gpus, coefficients, before, loss(points, catalog), len(points))
+
+
+def pooled(gpus: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The compute efficiencies of a GPU nothing was measured on: the fitted GPUs' median.
+
+    The median, not one borrowed GPU's values: an unseen GPU is more likely typical than like
+    any one other, and the median is not pulled by a GPU whose points leave a value near its
+    prior (the L4's decode efficiency: its 0.5B model never makes decode compute-bound).
+    """
+    if not gpus:
+        return {}
+    return {
+        name: round(statistics.median(g[name] for g in gpus.values()), 4) for name in POOLED_PARAMS
+    }

@@ -13,7 +13,7 @@ whole setup it was measured under.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
@@ -150,6 +150,18 @@ class _PointEntry(_Strict):
     setup: dict[str, Any] = Field(default_factory=dict)
     workload: dict[str, Any] = Field(default_factory=dict)
     measured: Measured
+    # measured quantity (a Measured field) -> why it is neither fitted nor judged: a reason
+    # from the source's own text and figures, printed by the fidelity benchmark
+    excluded: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _excluded_measured(self) -> Self:
+        for name, why in self.excluded.items():
+            if name not in self.measured.model_fields_set:
+                raise ValueError(f"excluded.{name}: not a measured quantity of this point")
+            if len(why.split()) < 5:
+                raise ValueError(f"excluded.{name}: give the source-based reason in words")
+        return self
 
 
 class Source(_Strict):
@@ -191,6 +203,7 @@ class Point:
     setup: Setup
     workload: Workload
     measured: Measured
+    excluded: Mapping[str, str] = field(default_factory=dict, hash=False)  # quantity -> why
 
     @property
     def split(self) -> Split:
@@ -295,7 +308,12 @@ def _resolve(source: Source, entry: _PointEntry, origin: str) -> Point:
     setup = _merged(Setup, source.setup, entry.setup, f"{where}: setup")
     workload = _merged(Workload, source.workload, entry.workload, f"{where}: workload")
     return Point(
-        id=point_id, source=source, setup=setup, workload=workload, measured=entry.measured
+        id=point_id,
+        source=source,
+        setup=setup,
+        workload=workload,
+        measured=entry.measured,
+        excluded=dict(entry.excluded),
     )
 
 

@@ -13,6 +13,10 @@ benchmark, `vllm-twin calibrate`):
   the source's own mean (total tokens / completed) or, without totals, GPUStack's ShareGPT x1000
   means (217 in, 202 out). An output cap without `ignore_eos` takes the measured mean output
   when the source gives its totals.
+- A source whose client is `vllm bench serve --backend openai-chat` sends chat requests (the
+  API server's `api_chat_cost`); every other one /v1/completions.
+- A quantity the point lists under `excluded` (with its source-based reason) is not compared,
+  so it is neither fitted nor judged; the fidelity benchmark prints each one with its reason.
 - Each quantity compares the same statistic on both sides: the median where the source gives
   one, else the mean (p95/p99 are not compared: a few hundred requests make them noisy).
 """
@@ -35,6 +39,9 @@ from vllm_twin.argv import ArgvError, parse_vllm_argv
 from vllm_twin.calibration.measurements import Point, Stats
 
 SHAREGPT_MEANS = (217.4, 201.6)  # GPUStack's ShareGPT x1000 totals / 1000 (measurements.yaml)
+# a source whose client sent chat requests (api_chat_cost applies); any other serve point is a
+# /v1/completions client (`vllm bench serve`'s default backend)
+CHAT_BACKEND = "--backend openai-chat"
 OFFLINE_THROUGHPUT_PROMPTS = 1000  # vllm/benchmarks/throughput.py --num-prompts default
 # flags the twin's parser refuses and the engine model does not need: (flag, values it takes);
 # --swap-space is gone in vLLM 0.33, --tokenizer-mode only changes the tokeniser
@@ -94,7 +101,7 @@ def replay_point(
     offline = work.mode != "serve"
     if offline:
         coeffs = dataclasses.replace(
-            coeffs, api_overhead=0.0, finish_overhead=0.0, output_delay=0.0
+            coeffs, api_overhead=0.0, api_request_cost=0.0, finish_overhead=0.0, output_delay=0.0
         )
     if work.mode == "serve" and work.request_rate not in ("inf", "unknown"):
         raise NotSimulableError(
@@ -130,7 +137,7 @@ def workload_spec(point: Point) -> ClosedLoopSpec:
     done = measured.completed or count
     means = {
         "input": measured.total_input_tokens / done if measured.total_input_tokens else None,
-        "output": measured.total_output_tokens / done if measured.total_output_tokens else None,
+        "output": _mean_output(point, done),
     }
     prompt = _length(work.input_len, means["input"], SHAREGPT_MEANS[0], "input_len", cap=False)
     output = _length(
@@ -140,7 +147,8 @@ def workload_spec(point: Point) -> ClosedLoopSpec:
         "output_len",
         cap=True,
     )
-    return ClosedLoopSpec(concurrency, count, prompt, output, warmup=0, seed=0)
+    chat = CHAT_BACKEND in point.source.tool
+    return ClosedLoopSpec(concurrency, count, prompt, output, warmup=0, seed=0, chat=chat)
 
 
 def _count(point: Point) -> int:
@@ -159,6 +167,17 @@ def _count(point: Point) -> int:
     raise NotSimulableError("num_prompts unknown and nothing measured says how many were sent")
 
 
+def _mean_output(point: Point, done: int) -> float | None:
+    """Output tokens per completed request: the totals, else output over request throughput
+    (the same ratio: both are divided by the run's duration)."""
+    m = point.measured
+    if m.total_output_tokens:
+        return m.total_output_tokens / done
+    if m.output_throughput_tps and m.request_throughput_rps:
+        return m.output_throughput_tps / m.request_throughput_rps
+    return None
+
+
 def _length(
     value: object, measured_mean: float | None, sharegpt: float, name: str, *, cap: bool
 ) -> LengthDist:
@@ -166,9 +185,30 @@ def _length(
         return LengthDist("lognormal", measured_mean or sharegpt, 1.0)
     if isinstance(value, int):
         if cap and measured_mean is not None and measured_mean < value:
-            return LengthDist("fixed", measured_mean)  # stopped at EOS before the cap, on average
+            return eos_lengths(value, measured_mean)
         return LengthDist("fixed", value)
     raise NotSimulableError(f"{name} unknown")
+
+
+def eos_lengths(cap: int, mean: float) -> LengthDist:
+    """Outputs that stop at EOS before `cap` on average: min(cap, exponential).
+
+    A random prompt gives the model no reason to stop at one length rather than another, so the
+    chance of EOS is the same at every token (exponential lengths), and the cap truncates them.
+    The exponential's mean mu solves mu * (1 - exp(-cap / mu)) = mean, so the capped lengths
+    average the measured mean. Varied lengths also matter for a closed loop: fixed ones keep
+    its requests in lock step (they finish, and their successors prefill, together).
+    """
+    low, high = mean, mean
+    while high * -math.expm1(-cap / high) < mean:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        if mid * -math.expm1(-cap / mid) < mean:
+            low = mid
+        else:
+            high = mid
+    return LengthDist("exponential", (low + high) / 2, cap=cap)
 
 
 def engine_config(point: Point) -> EngineConfig:
@@ -234,4 +274,8 @@ def compare(point: Point, f: BenchServeFigures) -> tuple[Comparison, ...]:
     for name, measured, sim in pairs:
         if measured is not None:
             out.append(Comparison(name, GROUPS[name], measured, sim))
-    return tuple(c for c in out if not math.isnan(c.simulated))
+    return tuple(
+        c
+        for c in out
+        if not math.isnan(c.simulated) and c.quantity.split(".")[0] not in point.excluded
+    )

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+import vllm_operator.sim.engine.engine as engine_module
+import vllm_operator.sim.engine.profiles as profiles_module
 import vllm_operator.sim.engine.steptime as steptime
 import vllm_twin.calibration.fit as fit_module
 import vllm_twin.calibration.replay as replay_module
@@ -47,13 +49,22 @@ def shipped_path() -> Path:
 
 
 def fingerprint(measurements: Path) -> str:
-    """sha256 over the fit's inputs: data, hand-written profiles, replay and fit code."""
+    """sha256 over the fit's inputs: data, hand-written profiles, engine, replay and fit code."""
     profiles = resources.files("vllm_operator.sim").joinpath("profiles")
     parts = [
         measurements.read_bytes(),
         profiles.joinpath("gpus.yaml").read_bytes(),
         profiles.joinpath("models.yaml").read_bytes(),
-        *(Path(m.__file__ or "").read_bytes() for m in (steptime, replay_module, fit_module)),
+        *(
+            Path(m.__file__ or "").read_bytes()
+            for m in (
+                steptime,
+                engine_module,
+                profiles_module,
+                replay_module,
+                fit_module,
+            )
+        ),
     ]
     digest = hashlib.sha256()
     for part in parts:

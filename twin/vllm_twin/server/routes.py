@@ -130,6 +130,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         max_tokens=work.max_tokens,
         priority=work.priority,
         n=work.n,
+        chat=chat,
     )
     try:
         outcome = state.driver.submit(sim)

@@ -8,6 +8,8 @@ Timing of a request (docs/twin-calibration.md §2.3, docs/vllm-0.33-scheduler.md
 - `submit(now)`: API arrival; the admission check runs here (§5), counting the request from now;
 - the API server handles requests one after another, `api_request_cost` of its CPU each: a
   request starts there when the previous one is done (a burst queues in front of the engine);
+- a chat request costs the API server `api_chat_cost` more (the chat template, the messages'
+  tokenisation), on the request's path and serially alike;
 - the engine core sees it `api_overhead` (alpha0) after that start and queues it; it is first
   scheduled at the next schedule() after that, i.e. at a step end (§4 async lag);
 - outputs carry the step's end time (engine clock); the client sees each `output_delay`
@@ -234,8 +236,9 @@ class Engine:
             segments.append((req.prompt_tokens // bs, self._new_key()))
         max_tokens = min(req.max_tokens, self._res.max_model_len - req.prompt_tokens)
         start = max(now, self._api_free)
-        self._api_free = start + self.coeffs.api_request_cost
-        queued = start + self.coeffs.api_overhead
+        chat = self.coeffs.api_chat_cost if req.chat else 0.0
+        self._api_free = start + self.coeffs.api_request_cost + chat
+        queued = start + self.coeffs.api_overhead + chat
         return [
             Req(
                 req.request_id,

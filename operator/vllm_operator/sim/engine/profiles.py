@@ -23,10 +23,12 @@ class GpuProfile:
     memory_gib: float  # total device memory as torch reports it (vLLM's >= 70 / >= 160 GiB tiers)
     bandwidth_tbps: float  # HBM/GDDR bandwidth, TB/s
     tflops: float  # dense BF16/FP16 tensor TFLOPS
-    mfu_prefill: float  # achieved fraction of peak in prefill (BLIS roofline mode)
-    mfu_decode: float  # achieved fraction of peak in decode
     interconnect_gbps: float  # per-GPU all-reduce bandwidth (NVLink / xGMI / PCIe), GB/s
     allreduce_latency_us: float  # fixed cost of one all-reduce (estimate, see gpus.yaml)
+    # achieved fractions of peak compute in prefill and in decode; None (a GPU nothing was
+    # measured on): StepCoefficients.mfu_prefill / mfu_decode, the fitted GPUs' median
+    mfu_prefill: float | None = None
+    mfu_decode: float | None = None
     # achieved shares of bandwidth on this GPU when streaming weights and when reading KV in
     # attention (fitted by `vllm-twin calibrate`); None: StepCoefficients.eta_w / eta_kv
     eta_w: float | None = None
@@ -70,10 +72,15 @@ class StepCoefficients:
     c_req: float = 4.42e-6  # s per scheduled request per step
     eta_w: float = 1 / 1.3625  # weight-streaming bandwidth fraction
     eta_kv: float = 1 / 1.947  # KV-read bandwidth fraction
+    # compute efficiencies of a GPU without its own (BLIS's H100 values; calibrate writes the
+    # median of the fitted GPUs', docs/twin-calibration.md §2.5)
+    mfu_prefill: float = 0.45
+    mfu_decode: float = 0.30
     tp_comm: float = 0.752  # all-reduce correction (BLIS beta4)
     overlap: float = 0.0  # 0: hard max(compute, memory); > 0: a smooth roofline (steptime.py)
     api_overhead: float = 15.6e-3  # alpha0: HTTP parse/validate/enqueue, delays engine arrival
     api_request_cost: float = 0.0  # API server CPU per request, serial: a burst queues on it
+    api_chat_cost: float = 0.0  # extra API CPU of a chat request (template, messages), serial
     finish_overhead: float = 0.78e-3  # alpha1: post-decode finish processing, added to E2E
     output_delay: float = 45.9e-6  # alpha2: per streamed output (detokenise, send)
     nontorch_gib_tp1: float = 0.27  # non-torch memory at TP=1 (llm-d-planner)
@@ -113,22 +120,20 @@ def _positive(kind: str, name: str, obj: object, names: tuple[str, ...]) -> None
 
 def gpu_from_mapping(name: str, raw: Mapping[str, Any]) -> GpuProfile:
     gpu: GpuProfile = _build(GpuProfile, name, raw, "gpu")
-    _positive(
-        "gpu",
-        name,
-        gpu,
-        ("memory_gib", "bandwidth_tbps", "tflops", "mfu_prefill", "mfu_decode"),
-    )
+    _positive("gpu", name, gpu, ("memory_gib", "bandwidth_tbps", "tflops"))
     _positive("gpu", name, gpu, ("interconnect_gbps", "allreduce_latency_us"))
-    if gpu.mfu_prefill > 1 or gpu.mfu_decode > 1:
-        raise ProfileError(f"gpu {name!r}: mfu values are fractions of peak (<= 1)")
-    for field_name in ("eta_w", "eta_kv"):
-        eta = getattr(gpu, field_name)
-        if eta is not None and (
-            isinstance(eta, bool) or not isinstance(eta, int | float) or not 0 < eta <= 1
+    for field_name, what in (
+        ("mfu_prefill", "peak"),
+        ("mfu_decode", "peak"),
+        ("eta_w", "bandwidth"),
+        ("eta_kv", "bandwidth"),
+    ):
+        value = getattr(gpu, field_name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1
         ):
             raise ProfileError(
-                f"gpu {name!r}: {field_name} is a fraction of bandwidth (0 < {field_name} <= 1)"
+                f"gpu {name!r}: {field_name} is a fraction of {what} (0 < {field_name} <= 1)"
             )
     return gpu
 

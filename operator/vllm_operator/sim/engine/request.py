@@ -41,6 +41,7 @@ class SimRequest:
     # first prefix_tokens prompt tokens. Without it a prompt shares nothing with other requests.
     prefix_id: str | None = None
     prefix_tokens: int = 0
+    chat: bool = False  # came in on /v1/chat/completions (costs the API server more)
 
 
 class Rejected(NamedTuple):

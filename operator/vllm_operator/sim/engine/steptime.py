@@ -9,7 +9,7 @@ other, take longer than either alone (q = 1/2: hypot(c, m), 1.41 x at c = m).
 T_compute = (2*P*n_prefill + attention FLOPs of prefill) / (F*mfu_prefill*TP)
           + (2*P*n_decode  + attention FLOPs of decode)  / (F*mfu_decode*TP)
 T_memory  = W/(eta_w*BW*TP) + C*kv/(eta_kv*BW) + n*kv/BW        (kv = KV bytes/token per GPU)
-            (eta_w, eta_kv: the GPU profile's own when it has them, else the coefficients)
+            (eta_w, eta_kv, mfu_*: the GPU profile's own when it has them, else the coefficients)
 T_tp      = tp_comm * 2*L * (latency + 2(TP-1)/TP * n*hidden*dtype / link)   when TP > 1
 
 B = scheduled requests, n = scheduled tokens, C = KV tokens the step attends over (each
@@ -42,11 +42,13 @@ class StepTimeModel:
         bw = gpu.bandwidth_tbps * 1e12
         self._fixed = coeffs.t0 + model.layers * coeffs.c_layer
         self._per_req = coeffs.c_req
-        self._lin_p = 2 * model.params_nonemb / (flops * gpu.mfu_prefill)
-        self._lin_d = 2 * model.params_nonemb / (flops * gpu.mfu_decode)
+        mfu_p = gpu.mfu_prefill if gpu.mfu_prefill is not None else coeffs.mfu_prefill
+        mfu_d = gpu.mfu_decode if gpu.mfu_decode is not None else coeffs.mfu_decode
+        self._lin_p = 2 * model.params_nonemb / (flops * mfu_p)
+        self._lin_d = 2 * model.params_nonemb / (flops * mfu_d)
         attn = 2 * model.layers * model.heads * model.head_dim  # x n(2c+n+1) = attention FLOPs
-        self._attn_p = attn / (flops * gpu.mfu_prefill)
-        self._attn_d = attn / (flops * gpu.mfu_decode)
+        self._attn_p = attn / (flops * mfu_p)
+        self._attn_d = attn / (flops * mfu_d)
         eta_w = gpu.eta_w if gpu.eta_w is not None else coeffs.eta_w
         self._weights = model.weight_bytes / (eta_w * bw * tp)
         eta_kv = gpu.eta_kv if gpu.eta_kv is not None else coeffs.eta_kv
