@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+import vllm_operator.sim.engine.apiserver as apiserver_module
 import vllm_operator.sim.engine.engine as engine_module
 import vllm_operator.sim.engine.profiles as profiles_module
 import vllm_operator.sim.engine.steptime as steptime
@@ -60,6 +61,7 @@ def fingerprint(measurements: Path) -> str:
             for m in (
                 steptime,
                 engine_module,
+                apiserver_module,
                 profiles_module,
                 replay_module,
                 fit_module,

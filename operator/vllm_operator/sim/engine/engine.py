@@ -6,12 +6,11 @@ Pure: no I/O and no clock; every call takes the current virtual time. The caller
 
 Timing of a request (docs/twin-calibration.md §2.3, docs/vllm-0.33-scheduler.md §6.3, §8):
 - `submit(now)`: API arrival; the admission check runs here (§5), counting the request from now;
-- the API server handles requests one after another, `api_request_cost` of its CPU each: a
-  request starts there when the previous one is done (a burst queues in front of the engine);
-- a chat request costs the API server `api_chat_cost` more (the chat template, the messages'
-  tokenisation), on the request's path and serially alike;
-- the engine core sees it `api_overhead` (alpha0) after that start and queues it; it is first
-  scheduled at the next schedule() after that, i.e. at a step end (§4 async lag);
+- the API server needs `api_request_cost` of its CPU per request, `api_chat_cost` more for a
+  chat request (the chat template, the messages' tokenisation); the requests it holds share
+  that CPU (processor sharing, apiserver.py), so a burst reaches the engine late and together;
+- the engine core sees it `api_overhead` (alpha0) after the API server is done and queues it;
+  it is first scheduled at the next schedule() after that, i.e. at a step end (§4 async lag);
 - outputs carry the step's end time (engine clock); the client sees each `output_delay`
   (alpha2) later, the final one `finish_overhead` (alpha1) later still.
 
@@ -34,6 +33,7 @@ import math
 import random
 
 from vllm_operator.sim.engine import fastloop
+from vllm_operator.sim.engine.apiserver import ApiServer
 from vllm_operator.sim.engine.config import EngineConfig, ResolvedConfig, resolve_config
 from vllm_operator.sim.engine.core import BatchHook, EngineCore
 from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile, StepCoefficients
@@ -103,7 +103,7 @@ class Engine:
         self._active: dict[str, list[Req]] = {}
         self._keys = 0
         self._prefix_keys: dict[str, int] = {}
-        self._api_free = 0.0  # when the API server is done with the requests it has taken
+        self._api: ApiServer[list[Req]] = ApiServer()  # requests the API server works on
 
     @property
     def resolved(self) -> ResolvedConfig:
@@ -116,10 +116,22 @@ class Engine:
     @property
     def idle(self) -> bool:
         core = self._core
-        return core.exec is None and not core.pending and not core.running and not core.waiting
+        return (
+            core.exec is None
+            and not core.pending
+            and not core.running
+            and not core.waiting
+            and not self._api
+        )
 
     # ----------------------------------------------------------------- time
     def next_event_time(self) -> float | None:
+        engine, api = self._engine_next(), self._api.next_finish()
+        if engine is None or api is None:
+            return api if engine is None else engine
+        return min(engine, api)
+
+    def _engine_next(self) -> float | None:
         core = self._core
         if core.exec is not None:
             return core.exec.end
@@ -141,13 +153,30 @@ class Engine:
 
     def _run(self, now: float, *, inclusive: bool) -> None:
         core = self._core
+        horizon = now if inclusive else _before(now)
         while True:
-            t = self.next_event_time()
-            if t is None or t > now or (t == now and not inclusive):
+            api = self._api.next_finish()
+            if api is not None and api <= horizon:
+                self._api_done(api)  # requests the API server hands on, before any step ends
+                continue
+            t = self._engine_next()
+            if t is None or t > horizon:
                 break
-            if core.use_cohort and fastloop.run(core, now if inclusive else _before(now)):
+            if core.use_cohort and fastloop.run(core, horizon):
                 continue
             self._event(t)
+
+    def _api_done(self, now: float) -> None:
+        """The requests the API server finished by `now` reach the engine core `api_overhead`
+        after that (IPC and the rest of alpha0), in the order they finished."""
+        self._queue(self._api.take(now))
+
+    def _queue(self, done: list[tuple[float, list[Req]]]) -> None:
+        pending, overhead = self._core.pending, self.coeffs.api_overhead
+        for finished, reqs in done:
+            for r in reqs:
+                r.queued = finished + overhead
+            pending.extend(reqs)
 
     def _catch_up(self, now: float) -> None:
         """Before a submit/abort at `now`: run what happened strictly before it.
@@ -209,7 +238,11 @@ class Engine:
             )
         children = self._children(req, now)
         core = self._core
-        core.pending.extend(children)
+        work = self.coeffs.api_request_cost + (self.coeffs.api_chat_cost if req.chat else 0.0)
+        if work > 0:
+            self._queue(self._api.add(now, work, children))
+        else:
+            self._queue([*self._api.take(now), (now, children)])
         core.fe_inflight += req.n
         core.fe_prefill += req.n * req.prompt_tokens
         self._active[req.request_id] = children
@@ -235,10 +268,7 @@ class Engine:
         if req.n > 1:  # siblings share the whole prompt
             segments.append((req.prompt_tokens // bs, self._new_key()))
         max_tokens = min(req.max_tokens, self._res.max_model_len - req.prompt_tokens)
-        start = max(now, self._api_free)
-        chat = self.coeffs.api_chat_cost if req.chat else 0.0
-        self._api_free = start + self.coeffs.api_request_cost + chat
-        queued = start + self.coeffs.api_overhead + chat
+        queued = now + self.coeffs.api_overhead  # set again when the API server is done
         return [
             Req(
                 req.request_id,
@@ -265,6 +295,9 @@ class Engine:
         reqs = self._active.pop(request_id, None)
         if reqs is None:
             return
+        self._api_done(now)
+        if self._api.remove(reqs):
+            self._core.pending.extend(reqs)  # where drop() removes a request not yet queued
         for r in reqs:
             self._core.drop(r)
 
