@@ -320,18 +320,24 @@ def test_a_budget_pinned_at_its_bound_fires_the_alert(
         load.join(timeout=0)
 
 
+ITL_SLO = 0.060  # seconds
+
+
 def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
     # L4 + a 3B model with 128 sequences decoding: each step carries the whole batch, so ITL
-    # p95 (~90 ms in the twin) is over a 75 ms SLO while nothing is refused.
+    # (~85 ms in the twin) is over a 60 ms SLO while nothing is refused. The SLO sits well
+    # under the batch's ITL, not at a histogram bucket bound (vLLM's ITL buckets include 50,
+    # 75 and 100 ms): the 5-minute p95 the alert reads also holds the minute the batch took to
+    # fill and is interpolated within a bucket, so near 75 ms it stays just under it.
     obj = service(
         namespace,
         "chatty",
         model="Qwen/Qwen2.5-3B-Instruct",
         gpu={"type": "L4"},
         budgets={"running": {"maxSeqs": 128, "maxActiveSeqs": 128}},
-        slo={"itlP95": "75ms", "maxRejectionRatio": 0.05},
+        slo={"itlP95": f"{ITL_SLO * 1000:g}ms", "maxRejectionRatio": 0.05},
         autotune={
             "mode": "Auto",
             "bounds": {"maxActiveSeqs": {"min": 16, "max": 128}},
@@ -358,10 +364,10 @@ def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
         svc = get(cluster, "vllmservice", namespace, "chatty")
         moves = [d for d in svc["status"]["tuning"]["lastDecisions"] if d["action"] == "SetBudget"]
         assert moves and moves[0]["field"] == "maxActiveSeqs", moves
-        assert moves[0]["figures"]["itl_p95"] > 0.075
+        assert moves[0]["figures"]["itl_p95"] > ITL_SLO
         # the ITL alert, its threshold set to this service's SLO, on the same series
         labels = {"namespace": namespace, "serving_vllmop_io_vllmservice": "chatty"}
-        itl_slo = ("prometheusRule.itlP95.thresholdSeconds=0.075",)
+        itl_slo = (f"prometheusRule.itlP95.thresholdSeconds={ITL_SLO}",)
         assert_alert_fires(cluster, "VLLMServiceITLP95High", labels, sets=itl_slo)
         wait_until(
             lambda: any(
@@ -375,11 +381,11 @@ def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
         def recovered() -> float | None:
             s = get(cluster, "vllmservice", namespace, "chatty")["status"]
             itl = s.get("metrics", {}).get("itlP95Seconds")
-            return itl if itl is not None and itl < 0.075 else None
+            return itl if itl is not None and itl < ITL_SLO else None
 
         # one cut may not be enough under a loaded machine: a second one follows the retune
         # cooldown (900 s x 0.05) once the first is judged
-        wait_until(recovered, timeout=260, what="ITL p95 back under the 75 ms SLO")
+        wait_until(recovered, timeout=260, what=f"ITL p95 back under the {ITL_SLO * 1000:g} ms SLO")
     finally:
         load.join(timeout=0)
     assert_spec_untouched(cluster, namespace, "chatty")
