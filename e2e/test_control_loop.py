@@ -241,7 +241,7 @@ def test_restart_budget_and_bounds_hold_under_steady_pressure(
             timeout=60,
             what="a twin running with --max-num-queued-reqs 4",
         )
-        # The rollout (maxSurge 0) left no pod for a moment; the Service address held throughout.
+        # The rollout replaced the pod; the Service address held throughout.
         assert harness.service(namespace, "pushy")["url"] == url
 
         # Pressure continues past the retune cooldown (900 s x 0.05 = 45 s) and the judgement of

@@ -168,7 +168,8 @@ def test_namespaced_mode_grants_roles_per_namespace_only(helm_bin: Helm) -> None
         assert b["subjects"] == [
             {"kind": "ServiceAccount", "name": FULLNAME, "namespace": GOLDEN_NAMESPACE}
         ]
-    # the cluster-scoped grants: kopf's reads of CRDs and namespaces, the nodes' GPU labels
+    # the cluster-scoped grants: kopf's reads of CRDs and namespaces, the nodes' GPU labels, and
+    # the nodes and pods that say whether a GPU is free for a surge pod (docs/rollouts.md §3)
     cluster_role = find(docs, "ClusterRole")
     assert cluster_role["rules"] == [
         {
@@ -176,7 +177,8 @@ def test_namespaced_mode_grants_roles_per_namespace_only(helm_bin: Helm) -> None
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
         },
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     ]
 
@@ -249,8 +251,8 @@ def test_rbac_has_no_wildcards_secrets_or_broad_deletes(helm_bin: Helm, values: 
     for rule in rules:
         assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
         assert not {"secrets", "configmaps"} & set(rule["resources"]), rule
-        if "nodes" in rule["resources"]:  # their GPU labels (status.gpu), one node at a time
-            assert rule["verbs"] == ["get"], rule
+        if "nodes" in rule["resources"]:  # GPU labels (status.gpu), free GPUs (rollouts): reads
+            assert rule["verbs"] == ["get", "list"], rule
         assert not {"deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"]), (
             rule
         )

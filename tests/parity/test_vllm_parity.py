@@ -254,6 +254,7 @@ FLAG_VALUES: dict[str, str | None] = {
     flags.FLAG_CHUNKED_PREFILL: None,
     flags.FLAG_PREFIX_CACHING: None,
     flags.FLAG_SCHEDULING_POLICY: "fcfs",
+    flags.FLAG_SHUTDOWN_TIMEOUT: "60",
     flags.FLAG_MAX_QUEUED_REQS: "64",
     flags.FLAG_MAX_QUEUED_TOKENS: "8192",
     flags.FLAG_MAX_SEQS: "64",

@@ -28,7 +28,12 @@ BASE: dict[str, Any] = {
     "metadata": {"name": "chat", "namespace": "llm"},
     "spec": {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": {"type": "H100-80GB"}},
 }
-DEFAULT_ARGS = ["Qwen/Qwen2.5-7B-Instruct", "--port", "8000", "--tensor-parallel-size", "1"]
+DEFAULT_ARGS = [
+    "Qwen/Qwen2.5-7B-Instruct",
+    "--port", "8000",
+    "--shutdown-timeout", "60",
+    "--tensor-parallel-size", "1",
+]  # fmt: skip
 
 
 def _svc(patch: dict[str, Any]) -> VLLMService:
@@ -96,7 +101,7 @@ def test_each_field_maps_to_its_flag(spec_patch: dict[str, Any], added: list[str
 )
 def test_parallel_sizes(gpu: dict[str, Any], engine: dict[str, Any], parallel: list[str]) -> None:
     args = _args({"gpu": gpu, "engine": engine})
-    assert args == [*DEFAULT_ARGS[:3], *parallel]
+    assert args == [*DEFAULT_ARGS[:5], *parallel]
 
 
 FULL_SPEC: dict[str, Any] = {
@@ -122,6 +127,7 @@ FULL_ARGS = [
     "Qwen/Qwen2.5-7B-Instruct",
     "--served-model-name", "chat",
     "--port", "8000",
+    "--shutdown-timeout", "60",
     "--tensor-parallel-size", "1",
     "--pipeline-parallel-size", "2",
     "--max-model-len", "8192",
@@ -146,7 +152,7 @@ def test_full_order() -> None:
 def test_every_typed_flag_is_one_that_extra_args_may_not_repeat() -> None:
     typed = _args({**FULL_SPEC, "engine": {**FULL_SPEC["engine"], "extraArgs": []}})
     flags_used = [a for a in typed if a.startswith("-")]
-    assert len(flags_used) == 15
+    assert len(flags_used) == 16
     owned = [flags.flag_pattern(f.spellings) for f in rules.OWNED_FLAGS]
     for flag in flags_used:
         assert any(re.search(pattern, flag) for pattern in owned), flag

@@ -56,11 +56,14 @@ def test_deployment_whole_object() -> None:
             "selector": {"matchLabels": SELECTOR},
             "strategy": {
                 "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+                # one replica: a surge pod, never zero serving (render/rollout.py)
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
             },
             "template": {
                 "metadata": {"labels": {**LABELS, "serving.vllmop.io/spec-hash": spec_hash}},
                 "spec": {
+                    # the preStop sleep, --shutdown-timeout and vLLM's teardown
+                    "terminationGracePeriodSeconds": 80,
                     "enableServiceLinks": False,
                     "automountServiceAccountToken": False,
                     "securityContext": {
@@ -82,6 +85,8 @@ def test_deployment_whole_object() -> None:
                                 "Qwen/Qwen2.5-7B-Instruct",
                                 "--port",
                                 "8000",
+                                "--shutdown-timeout",
+                                "60",
                                 "--tensor-parallel-size",
                                 "1",
                             ],
@@ -104,6 +109,7 @@ def test_deployment_whole_object() -> None:
                                 {"name": "home", "mountPath": "/home/vllm"},
                                 {"name": "tmp", "mountPath": "/tmp"},
                             ],
+                            "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
                             "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 180},
                             "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
                             "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},

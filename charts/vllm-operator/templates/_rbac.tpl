@@ -42,7 +42,9 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
 
 {{/*
 Cluster-scoped needs: kopf's CRD list/watch (resource discovery); get on nodes, whose GPU labels
-say which type pods with spec.gpu.fallbackTypes got (status.gpu.resolvedType).
+say which type pods with spec.gpu.fallbackTypes got (status.gpu.resolvedType); list on nodes and
+pods when a rollout starts, to see whether a GPU of the type is free for a surge pod
+(docs/rollouts.md).
 */}}
 {{- define "vllm-operator.clusterRules" -}}
 - apiGroups: [apiextensions.k8s.io]
@@ -50,5 +52,8 @@ say which type pods with spec.gpu.fallbackTypes got (status.gpu.resolvedType).
   verbs: [list, watch]
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get]
+  verbs: [get, list]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
 {{- end -}}

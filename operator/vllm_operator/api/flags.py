@@ -156,6 +156,7 @@ FLAG_MAX_QUEUED_TOKENS: Final = vf.MAX_NUM_QUEUED_TOKENS.flag
 FLAG_MAX_SEQS: Final = vf.MAX_NUM_SEQS.flag
 FLAG_MAX_ACTIVE_SEQS: Final = vf.MAX_NUM_ACTIVE_SEQS.flag
 FLAG_MAX_BATCHED_TOKENS: Final = vf.MAX_NUM_BATCHED_TOKENS.flag
+FLAG_SHUTDOWN_TIMEOUT: Final = vf.SHUTDOWN_TIMEOUT.flag
 
 OWNED_FLAGS: Final[tuple[OwnedFlag, ...]] = (
     OwnedFlag(vf.MODEL, "spec.model"),
@@ -171,6 +172,11 @@ OWNED_FLAGS: Final[tuple[OwnedFlag, ...]] = (
     OwnedFlag(vf.ENABLE_CHUNKED_PREFILL, "spec.engine.enableChunkedPrefill"),
     OwnedFlag(vf.ENABLE_PREFIX_CACHING, "spec.engine.enablePrefixCaching"),
     OwnedFlag(vf.SCHEDULING_POLICY, "spec.engine.schedulingPolicy"),
+    OwnedFlag(
+        vf.SHUTDOWN_TIMEOUT,
+        "the operator",
+        "it drains a pod within the pod's terminationGracePeriodSeconds (docs/rollouts.md)",
+    ),
     # the budget flags: one row per budget in the budget table (api/budgets.py)
     *(OwnedFlag(vf.BY_FLAG[b.flag], b.spec_path) for b in BUDGET_FIELDS),
 )

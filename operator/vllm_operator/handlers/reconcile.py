@@ -24,6 +24,7 @@ from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
+from vllm_operator.handlers.rollout import choose_strategy
 from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
@@ -153,7 +154,13 @@ def _controlled_by(obj: dict[str, Any], uid: str | None) -> bool:
 
 
 def _apply_children(
-    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], seen: Seen, *, fresh: bool
+    deps: Deps,
+    svc: VLLMService,
+    manifests: list[dict[str, Any]],
+    seen: Seen,
+    logger: Any,
+    *,
+    fresh: bool,
 ) -> dict[str, Any] | None:
     """Apply every child whose observed state differs; return the Deployment as now stored.
 
@@ -172,7 +179,7 @@ def _apply_children(
         if seen.only is not None and manifest["kind"] not in seen.only:
             continue
         try:
-            current = _apply_child(deps, svc, manifest, seen, fresh=fresh)
+            current = _apply_child(deps, svc, manifest, seen, logger, fresh=fresh)
         except ApiException as exc:  # the others still go in; the pass fails after them
             refused = refused or exc
             continue
@@ -184,16 +191,24 @@ def _apply_children(
 
 
 def _apply_child(
-    deps: Deps, svc: VLLMService, manifest: dict[str, Any], seen: Seen, *, fresh: bool
+    deps: Deps,
+    svc: VLLMService,
+    manifest: dict[str, Any],
+    seen: Seen,
+    logger: Any,
+    *,
+    fresh: bool,
 ) -> dict[str, Any] | None:
     """One child, applied if its observed state differs; returns it as now stored."""
-    desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
-    meta = desired["metadata"]
-    current = seen.children.get(desired["kind"])
+    meta = manifest["metadata"]
+    current = seen.children.get(manifest["kind"])
     if current is None and not fresh:
         current = deps.kube.get(
-            desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"]
+            manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"]
         )
+    if manifest["kind"] == "Deployment":
+        manifest = choose_strategy(deps, svc, manifest, current, logger)
+    desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
     autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
     hand_over = desired["kind"] == "Deployment" and autoscaling
     if hand_over and not tuner_owns_replicas(current) and "Deployment" in seen.children:
@@ -250,7 +265,7 @@ def _reconcile(
         observed = Observed(stored, problem=problem, gpu=gpu)
     else:
         try:
-            deployment = _apply_children(deps, svc, manifests, seen, fresh=not previous)
+            deployment = _apply_children(deps, svc, manifests, seen, logger, fresh=not previous)
         except ApiException as exc:
             # The API refused a child (quota, an exhausted Service IP range, a webhook): say so
             # in status, then fail the pass: handlers/passes.py retries it with back-off.

@@ -3,6 +3,7 @@
     MODEL
     --served-model-name         spec.servedModelName            (when set)
     --port 8000                 always: probes, the Service and the monitors rely on it
+    --shutdown-timeout 60       always: a pod drains its requests on SIGTERM (render/rollout.py)
     --tensor-parallel-size      spec.engine.tensorParallelSize, else gpu.count / pipeline size
     --pipeline-parallel-size    when above 1
     --max-model-len             spec.engine.maxModelLen          (when set, same below)
@@ -36,6 +37,7 @@ from vllm_operator.api.spec import EngineSpec, VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
+from vllm_operator.render.rollout import SHUTDOWN_TIMEOUT_S
 
 NO_OVERRIDES: Final = BudgetValues()
 
@@ -102,6 +104,7 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
     served = None if served is None else _checked_name("spec.servedModelName", served)
     args += _opt(flags.FLAG_SERVED_MODEL_NAME, served)
     args += [flags.FLAG_PORT, str(VLLM_PORT)]
+    args += [flags.FLAG_SHUTDOWN_TIMEOUT, str(SHUTDOWN_TIMEOUT_S)]
     args += [flags.FLAG_TP, str(tp)]
     if pp > 1:
         args += [flags.FLAG_PP, str(pp)]

@@ -18,6 +18,11 @@ from vllm_operator.render.pod import (
     build_resources,
     build_volumes,
 )
+from vllm_operator.render.rollout import (
+    TERMINATION_GRACE_S,
+    build_lifecycle,
+    compute_rollout_strategy,
+)
 from vllm_operator.render.security import (
     build_container_security_context,
     build_pod_security_context,
@@ -26,8 +31,6 @@ from vllm_operator.render.security import (
 CONTAINER_NAME: Final = "vllm"
 # Beyond the 30 min startup budget, so a slow model load is not reported as a stalled rollout.
 PROGRESS_DEADLINE_S: Final = 2400
-# Replace one pod at a time without a surge pod: a surge pod would need a spare GPU node.
-STRATEGY: Final = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
 
 
 def _container(
@@ -43,6 +46,7 @@ def _container(
         "resources": build_resources(spec, cfg.gpu_catalog.types[spec.gpu.type]),
         "securityContext": build_container_security_context(),
         "volumeMounts": mounts,
+        "lifecycle": build_lifecycle(),
         **build_probes(),
     }
 
@@ -58,9 +62,13 @@ def build_deployment_values(
 
     With autoscaling on, `replicas` is None and the template omits spec.replicas: the tuner's
     field manager owns it, and a renderer apply must not reset it.
+
+    The strategy is the one for an unknown cluster (no free GPU known); the reconcile decides
+    the strategy of a rollout when it starts one, from the GPUs free then (render/rollout.py).
     """
     volumes, _ = build_volumes(spec)
     pod_spec = {
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         "enableServiceLinks": False,  # no *_PORT env from Services; vLLM chokes on VLLM_PORT
         "automountServiceAccountToken": False,
         "securityContext": build_pod_security_context(),
@@ -78,7 +86,7 @@ def build_deployment_values(
         "replicas": None if autoscaled else spec.replicas,
         "progress_deadline_seconds": PROGRESS_DEADLINE_S,
         "selector_labels": build_selector_labels(svc),
-        "strategy": STRATEGY,
+        "strategy": compute_rollout_strategy(spec.replicas, None).strategy,
         "pod_labels": {**labels, LABEL_SPEC_HASH: spec_hash},
         "spec_hash": spec_hash,
         **pod_spec,

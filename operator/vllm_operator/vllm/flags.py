@@ -136,6 +136,8 @@ ASYNC_SCHEDULING: Final = _bool("--async-scheduling", None)
 SCHEDULER_RESERVE_FULL_ISL: Final = _bool("--scheduler-reserve-full-isl", True)
 STREAM_INTERVAL: Final = _f("--stream-interval", Kind.INT, 1)
 DISABLE_LOG_STATS: Final = _f("--disable-log-stats", Kind.STORE_TRUE, False)
+# seconds in-flight requests may finish after SIGTERM; 0 aborts them (vllm/engine/arg_utils.py)
+SHUTDOWN_TIMEOUT: Final = _f("--shutdown-timeout", Kind.INT, 0)
 # accepted by the twin because vLLM accepts them; they change nothing it models
 DTYPE: Final = _f("--dtype", Kind.STR, "auto")
 TRUST_REMOTE_CODE: Final = _bool("--trust-remote-code", False)
@@ -189,6 +191,7 @@ FLAGS: Final[tuple[VllmFlag, ...]] = (
     SCHEDULER_RESERVE_FULL_ISL,
     STREAM_INTERVAL,
     DISABLE_LOG_STATS,
+    SHUTDOWN_TIMEOUT,
     DTYPE,
     TRUST_REMOTE_CODE,
     ENFORCE_EAGER,

@@ -1,0 +1,69 @@
+"""The strategy of a rollout the reconcile is about to start: I/O around render/rollout.py.
+
+A rollout starts when the rendered pod template differs from the stored one. Only then are the
+nodes and pods read (one list each, cluster-wide) to see whether a GPU of the type is free for
+a surge pod; every other pass keeps the stored strategy, so a rollout under way never has its
+strategy switched (a switch to maxUnavailable 1 mid-surge would take a pod down after all).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from vllm_operator import constants as c
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.deps import Deps
+from vllm_operator.render.rollout import (
+    compute_rollout_strategy,
+    has_spare_gpu,
+    pod_template_hash,
+    with_strategy,
+)
+
+
+def choose_strategy(
+    deps: Deps,
+    svc: VLLMService,
+    desired: dict[str, Any],
+    current: dict[str, Any] | None,
+    logger: logging.Logger | Any,
+) -> dict[str, Any]:
+    """`desired` (the rendered Deployment) with the strategy its apply should carry."""
+    if current is None:  # a create replaces no pod: the rendered default stands
+        return desired
+    stored = current.get("spec", {}).get("strategy")
+    if pod_template_hash(current, c.LABEL_SPEC_HASH) == pod_template_hash(
+        desired, c.LABEL_SPEC_HASH
+    ):
+        return with_strategy(desired, stored) if stored else desired
+    replicas = int(current.get("spec", {}).get("replicas", 1))
+    choice = compute_rollout_strategy(replicas, observe_spare_gpu(deps, svc, logger))
+    if choice.message:
+        message = f"{choice.message}."
+        deps.kube.emit_event(
+            {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": svc.metadata},
+            type="Warning",
+            reason=c.REASON_NO_SPARE_GPU,
+            message=message[0].upper() + message[1:],
+            now=deps.clock(),
+        )
+        logger.info("%s/%s rollout: %s", svc.namespace, svc.name, choice.message)
+    return with_strategy(desired, choice.strategy)
+
+
+def observe_spare_gpu(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> bool | None:
+    """Whether a node of the spec's GPU types has spec.gpu.count GPUs unrequested; None when
+    the nodes or pods cannot be read (RBAC of an older chart)."""
+    catalog = deps.cfg.gpu_catalog
+    names = (svc.spec.gpu.type, *svc.spec.gpu.fallback_types)
+    types = [t for t in (catalog.get(n) for n in names) if t is not None]
+    try:
+        nodes = deps.kube.list("v1", "Node", None)
+        pods = deps.kube.list("v1", "Pod", None)
+    except ApiException as exc:
+        logger.warning("cannot read nodes and pods for a surge rollout: %s", exc.reason)
+        return None
+    return has_spare_gpu(nodes, pods, types, svc.spec.gpu.count)

@@ -1,0 +1,97 @@
+"""render/rollout.py: the rollout strategy and whether a GPU is free for a surge pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vllm_operator.catalog import DEFAULT_GPU_TYPES
+from vllm_operator.render.rollout import (
+    ONE_DOWN,
+    SURGE,
+    TERMINATION_GRACE_S,
+    compute_rollout_strategy,
+    has_spare_gpu,
+)
+
+H100, A100 = DEFAULT_GPU_TYPES["H100-80GB"], DEFAULT_GPU_TYPES["A100-80GB"]
+GPU = "nvidia.com/gpu"
+
+
+def node(name: str = "n0", product: str = "NVIDIA-H100-80GB-HBM3", gpus: int = 8,
+         **spec: Any) -> dict[str, Any]:  # fmt: skip
+    return {
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": product}},
+        "spec": spec,
+        "status": {
+            "allocatable": {GPU: str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(node_name: str | None, gpus: int, phase: str = "Running") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"resources": {"requests": {GPU: str(gpus)}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"spec": spec, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("replicas", "spare", "strategy", "says"),
+    [
+        (3, True, SURGE, ""),
+        (1, True, SURGE, ""),
+        (3, False, ONE_DOWN, "pods are replaced one at a time, 2/3 serving meanwhile"),
+        (1, False, SURGE, "the new pod waits for one while the old pod serves"),
+        (0, False, SURGE, "the new pod waits"),
+        (3, None, ONE_DOWN, ""),  # not known: no claim in an Event
+        (1, None, SURGE, ""),
+    ],
+)
+def test_strategy_table(replicas: int, spare: bool | None, strategy: Any, says: str) -> None:
+    choice = compute_rollout_strategy(replicas, spare)
+    assert (choice.strategy, choice.spare) == (strategy, spare)
+    assert says in choice.message
+    assert bool(choice.message) == bool(says)
+
+
+def test_grace_period_covers_the_prestop_sleep_and_vllms_drain() -> None:
+    assert TERMINATION_GRACE_S == 5 + 60 + 15
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pods", "per_pod", "spare"),
+    [
+        ([node(gpus=8)], [pod("n0", 7)], 1, True),
+        ([node(gpus=8)], [pod("n0", 8)], 1, False),
+        ([node(gpus=8)], [pod("n0", 7)], 2, False),  # one pod's GPUs on one node
+        ([node("a", gpus=1), node("b", gpus=1)], [], 2, False),
+        ([node(gpus=8)], [pod("n0", 8, phase="Succeeded")], 1, True),  # finished: freed
+        ([node(gpus=8)], [pod(None, 8, phase="Pending")], 1, True),  # unbound: not counted
+        ([node(gpus=8)], [pod("other", 8)], 1, True),
+        ([node(product="NVIDIA-L4")], [], 1, False),  # not the type
+        ([node(unschedulable=True)], [], 1, False),  # cordoned
+        ([node(taints=[{"key": "gpu-maint", "effect": "NoSchedule"}])], [], 1, False),
+        ([node(taints=[{"key": GPU, "effect": "NoSchedule"}])], [], 1, True),  # tolerated
+        ([node(taints=[{"key": "x", "effect": "PreferNoSchedule"}])], [], 1, True),
+        ([], [], 1, False),
+    ],
+)
+def test_spare_gpu(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], per_pod: int, spare: bool
+) -> None:
+    assert has_spare_gpu(nodes, pods, [H100], per_pod) is spare
+
+
+def test_a_node_that_is_not_ready_has_no_spare_gpu() -> None:
+    sick = node()
+    sick["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    assert has_spare_gpu([sick], [], [H100], 1) is False
+
+
+def test_a_fallback_type_counts() -> None:
+    a100 = node(product="NVIDIA-A100-SXM4-80GB")
+    assert has_spare_gpu([a100], [], [H100], 1) is False
+    assert has_spare_gpu([a100], [], [H100, A100], 1) is True
