@@ -90,6 +90,7 @@ _SERVER_FLAGS: tuple[VllmFlag, ...] = (
     vf.DISABLE_LOG_STATS,
     vf.STREAM_INTERVAL,
     vf.API_KEY,
+    vf.SHUTDOWN_TIMEOUT,
 )
 # Accepted because vLLM 0.33 accepts them, but they change nothing the twin models. Those whose
 # effect the twin cannot reproduce are reported at startup (see `_UNMODELLED`).
@@ -205,6 +206,7 @@ class TwinArgs:
     sim_seed: int
     unmodelled: tuple[str, ...]  # flags given with an effect the twin does not reproduce
     api_keys: tuple[str, ...] = ()  # --api-key, else VLLM_API_KEY: /v1 needs one of them
+    shutdown_timeout: int = 0  # --shutdown-timeout: seconds to drain on SIGTERM, 0 aborts
 
     @property
     def model_name(self) -> str:
@@ -248,6 +250,7 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         stream_interval=ns.stream_interval,
         unmodelled=unmodelled,
         api_keys=resolve_api_keys(ns.api_key, env),
+        shutdown_timeout=ns.shutdown_timeout,
         **extras,
     )
 

@@ -11,6 +11,7 @@ from vllm_twin.harness.targets import (
     is_running,
     restart_delay,
     service_key,
+    termination_times,
 )
 
 
@@ -80,3 +81,12 @@ def test_a_restarted_twin_makes_the_pod_ready_again() -> None:
 
 def test_restarts_back_off_doubling_to_a_cap() -> None:
     assert [restart_delay(n) for n in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_termination_times_are_the_pods_on_the_twins_time_scale() -> None:
+    container = {"name": "vllm", "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}
+    rendered = {"spec": {"containers": [container], "terminationGracePeriodSeconds": 80}}
+    assert termination_times(rendered, 1.0) == (5.0, 80.0)
+    assert termination_times(rendered, 10.0) == (0.5, 8.0)
+    # no hook, no grace period: Kubernetes' 30 s
+    assert termination_times({"spec": {"containers": [{"name": "vllm"}]}}, 1.0) == (0.0, 30.0)

@@ -188,6 +188,9 @@ def test_server_flags() -> None:
     assert parse("m", "--stream-interval", "4").stream_interval == 4
     with pytest.raises(ArgvError, match="stream-interval"):
         parse("m", "--stream-interval", "0")
+    # vLLM's default 0 aborts in-flight requests on SIGTERM (docs/rollouts.md §1.1)
+    assert parse("m").shutdown_timeout == 0
+    assert parse("m", "--shutdown_timeout=60").shutdown_timeout == 60
 
 
 IGNORED = [

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from vllm_twin.argv import ArgvError, TwinArgs, format_argv_error, parse_vllm_argv
 from vllm_twin.server.app import build_app, start_server
-from vllm_twin.server.routes import VLLM_VERSION
+from vllm_twin.server.routes import STATE, VLLM_VERSION
 from vllm_twin.server.setup import EngineSetup, TwinSetupError, build_engine, serve_options_from
 
 NAME = "twin"
@@ -90,6 +90,9 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     host, note = choose_host(targs.host)
     if note:
         log.warning(note)
+    if targs.shutdown_timeout < 0:  # VllmConfig's ge=0 (vllm/config/vllm.py)
+        sys.stderr.write("ValueError: shutdown_timeout must be >= 0\n")
+        return 1
     if not 0 <= targs.port <= MAX_PORT:
         sys.stderr.write(f"vllm twin: error: --port must be in [0, {MAX_PORT}], got {targs.port}\n")
         return 2
@@ -117,6 +120,11 @@ async def _serve(targs: TwinArgs, setup: EngineSetup, host: str) -> None:
     )
     try:
         await stop.wait()
+        # vLLM's SIGTERM: drain for --shutdown-timeout, then stop listening (docs/rollouts.md)
+        mode = "drain" if targs.shutdown_timeout else "abort"
+        log.info("shutdown: mode=%s timeout=%ss", mode, targs.shutdown_timeout)
+        cut = await app[STATE].driver.drain(targs.shutdown_timeout)
+        log.info("shutdown: %d in-flight requests aborted", cut)
     finally:
         await runner.cleanup()
     log.info("shut down")

@@ -5,6 +5,11 @@ restartPolicy Always: fresh process, fresh counters (a counter reset to Promethe
 CrashLoopBackOff-style delay (0.5 s doubling to 10 s) so a twin that cannot start does not spin.
 Meanwhile the pod says so, as a kubelet's would: not Ready, its container waiting in
 CrashLoopBackOff, until the new twin answers /health.
+
+A pod that is deleted leaves its balancer at once (the endpoints' part), then its twin stops as
+a kubelet stops a container: the preStop sleep, SIGTERM (the twin drains as vLLM does), SIGKILL
+once the grace period is over. Stops run in the background, so one draining twin holds up no
+other pod's start.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from vllm_twin.harness.targets import (
     is_running,
     restart_delay,
     service_key,
+    termination_times,
 )
 
 log = logging.getLogger("vllm_twin.harness")
@@ -89,6 +95,7 @@ class TwinKubelet:
     namespaces: tuple[str, ...] = ()  # empty: every namespace
     twins: dict[str, Twin] = field(default_factory=dict)  # pod uid -> twin
     balancers: dict[str, Balancer] = field(default_factory=dict)
+    stopping: set[asyncio.Task[None]] = field(default_factory=set)
     _http: ClientSession | None = None
 
     async def run(self, stop: asyncio.Event, interval: float = 0.5) -> None:
@@ -119,9 +126,13 @@ class TwinKubelet:
         nodes = await asyncio.to_thread(self.kube.list, "v1", "Node", None)
         node_labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in nodes}
         wanted = {p["metadata"]["uid"]: p for p in pods if is_running(p) and service_key(p)}
-        for uid in list(self.twins):
-            if uid not in wanted:
-                await self._stop_twin(self.twins.pop(uid))
+        gone = [self.twins.pop(uid) for uid in list(self.twins) if uid not in wanted]
+        if gone:  # out of the balancers first, as endpoints drop a terminating pod
+            await self._sync_balancers(balancer_keys(services, wanted.values()))
+        for twin in gone:
+            task = asyncio.create_task(self._stop_twin(twin), name=f"stop-{twin.name}")
+            self.stopping.add(task)
+            task.add_done_callback(self.stopping.discard)
         now = time.monotonic()
         for uid, pod in wanted.items():
             old = self.twins.get(uid)
@@ -188,15 +199,25 @@ class TwinKubelet:
         except (ApiException, NotFoundError) as exc:
             log.warning("pod %s status not written: %s", twin.name, exc)
 
-    async def _stop_twin(self, twin: Twin) -> None:
+    async def _stop_twin(self, twin: Twin, *, hook: bool = True) -> None:
         self._target_path(twin).unlink(missing_ok=True)
+        if twin.proc.returncode is not None:
+            return
+        pre_stop, grace = termination_times(twin.pod, self.time_scale)
+        pre_stop = pre_stop if hook else 0.0
+        start = time.monotonic()
+        if pre_stop > 0:
+            with contextlib.suppress(TimeoutError):  # the hook's sleep; a twin that dies ends it
+                await asyncio.wait_for(twin.proc.wait(), timeout=pre_stop)
         if twin.proc.returncode is None:
             twin.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(twin.proc.wait(), timeout=10)
-            except TimeoutError:
-                twin.proc.kill()
-                await twin.proc.wait()
+        try:
+            left = max(0.0, grace - (time.monotonic() - start))
+            await asyncio.wait_for(twin.proc.wait(), timeout=left)
+        except TimeoutError:
+            log.warning("twin %s outlived its grace period (%.0fs): killed", twin.name, grace)
+            twin.proc.kill()
+            await twin.proc.wait()
 
     async def _sync_balancers(self, keys: set[str]) -> None:
         for key in list(self.balancers):
@@ -237,8 +258,9 @@ class TwinKubelet:
         tmp.rename(self.state_file)
 
     async def shutdown(self) -> None:
-        for twin in list(self.twins.values()):
-            await self._stop_twin(twin)
+        # the harness itself goes: no endpoints to wait for, only the twins' drains
+        stops = [self._stop_twin(twin, hook=False) for twin in self.twins.values()]
+        await asyncio.gather(*stops, *self.stopping)
         self.twins.clear()
         for lb in self.balancers.values():
             await lb.stop()

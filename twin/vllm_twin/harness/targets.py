@@ -152,6 +152,16 @@ def build_pod_status(
     }
 
 
+def termination_times(pod: Mapping[str, Any], time_scale: float) -> tuple[float, float]:
+    """(preStop sleep, grace period) in wall seconds on the twins' time scale, as a kubelet
+    reads them from the pod: the grace period counts from the start of the preStop hook, and a
+    pod that sets none gets Kubernetes' 30 s."""
+    hook = (vllm_container(pod).get("lifecycle") or {}).get("preStop") or {}
+    sleep = float((hook.get("sleep") or {}).get("seconds", 0))
+    grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+    return sleep / time_scale, grace / time_scale
+
+
 def restart_delay(restarts: int) -> float:
     """Seconds before a twin that exited is started again, after `restarts` earlier restarts:
     0.5 doubling to 10, the kubelet's CrashLoopBackOff shape on a test's time scale."""

@@ -7,11 +7,16 @@ to the observer. It never polls: with nothing scheduled it waits on the event al
 
 Every entry point (submit, abort, sync) first advances the engine to the current virtual time,
 so admission decisions and /metrics see the state of "now", not of the last wake-up.
+
+Shutdown is vLLM 0.33's (docs/rollouts.md): once `drain()` starts, a new request ends at once
+with finish_reason "abort" (the engine core's `_reject_add_in_shutdown`), in-flight requests run
+on until they finish or the timeout passes, and what is left then ends with "abort" too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -65,6 +70,8 @@ class _Active:
     request: SimRequest
     events: asyncio.Queue[RequestEvent] = field(default_factory=asyncio.Queue)
     started: set[int] = field(default_factory=set)  # choice indexes that produced output
+    tokens: dict[int, int] = field(default_factory=dict)  # choice index -> tokens delivered
+    done: set[int] = field(default_factory=set)  # choice indexes that finished
     unfinished: int = 0
     max_output: int = 0
 
@@ -90,6 +97,9 @@ class EngineDriver:
         self._wall0 = clock()
         self._active: dict[str, _Active] = {}
         self._wake = asyncio.Event()
+        self._idle = asyncio.Event()  # set while no request is in flight
+        self._idle.set()
+        self.draining = False  # SIGTERM came: new requests are aborted at once
         self.failure: BaseException | None = None  # set if the engine raised: /health says 503
 
     def now(self) -> float:
@@ -115,7 +125,9 @@ class EngineDriver:
         if event.new_tokens > 0 and event.index not in active.started:
             active.started.add(event.index)
             self._observer.on_first_output(event, active.request)
+        active.tokens[event.index] = active.tokens.get(event.index, 0) + event.new_tokens
         if event.kind == "finished":
+            active.done.add(event.index)
             active.unfinished -= 1
             if event.record is not None:
                 self._observer.on_finished(event.record, active.request)
@@ -123,6 +135,8 @@ class EngineDriver:
             if active.unfinished <= 0:
                 del self._active[event.request_id]
                 self._observer.on_request_done(active.request, active.max_output)
+                if not self._active:
+                    self._idle.set()
         active.events.put_nowait(event)
 
     def submit(self, request: SimRequest) -> Rejected | asyncio.Queue[RequestEvent]:
@@ -131,12 +145,18 @@ class EngineDriver:
         The engine's InvalidRequestError (a 400 in vLLM) propagates to the caller.
         """
         now = self.sync()
+        if self.draining:  # the engine never sees it: an answer that ends before it began
+            refused = _Active(request)
+            for index in range(request.n):
+                refused.events.put_nowait(_aborted_event(refused, index, now))
+            return refused.events
         rejected = self.engine.submit(request, now)
         if rejected is not None:
             self._observer.on_stats(self.engine.stats())  # the rejection counter moves now
             return rejected
         active = _Active(request)
         self._active[request.request_id] = active
+        self._idle.clear()
         self._wake.set()
         return active.events
 
@@ -148,6 +168,28 @@ class EngineDriver:
         if self._active.pop(request_id, None) is not None:
             self.engine.abort(request_id, now)
             self._wake.set()
+        if not self._active:
+            self._idle.set()
+
+    async def drain(self, shutdown_timeout: float) -> int:
+        """vLLM's shutdown with --shutdown-timeout (virtual seconds; 0 aborts at once): refuse
+        new work, let what runs finish, then abort the rest. Returns how many were cut."""
+        self.draining = True
+        if shutdown_timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), shutdown_timeout / self._scale)
+        now = self.sync()
+        cut = 0
+        for request_id, active in list(self._active.items()):
+            self.engine.abort(request_id, now)
+            for index in range(active.request.n):
+                if index not in active.done:
+                    active.events.put_nowait(_aborted_event(active, index, now))
+            cut += 1
+        self._active.clear()
+        self._idle.set()
+        self._wake.set()
+        return cut
 
     async def run(self) -> None:
         """The driver task: runs until cancelled; an engine error is kept for /health."""
@@ -174,6 +216,25 @@ class EngineDriver:
                 active.events.put_nowait(_failed_event(active.request.request_id, self.now()))
             self._active.clear()
             raise
+
+
+def _aborted_event(active: _Active, index: int, now: float) -> RequestEvent:
+    """The final output of a choice that the shutdown ended: what it had, finish_reason abort."""
+    req = active.request
+    record = RequestRecord(
+        request_id=req.request_id,
+        arrival=req.arrival,
+        scheduled=now,
+        first_token=now,
+        finished=now,
+        prompt_tokens=req.prompt_tokens,
+        output_tokens=active.tokens.get(index, 0),
+        preemptions=0,
+        finish_reason="abort",
+        token_times=(),
+        index=index,
+    )
+    return RequestEvent(req.request_id, now, "finished", 0, record, index)
 
 
 def _failed_event(request_id: str, now: float) -> RequestEvent:
