@@ -77,3 +77,22 @@ def test_backends_replaced_mid_request_neither_break_it_nor_the_address() -> Non
             await lb.stop()
 
     asyncio.run(main())
+
+
+def test_terminating_backends_serve_only_while_no_backend_is_ready() -> None:
+    async def main() -> None:
+        lb = Balancer("team-a/chat")
+        url = await lb.start()
+        try:
+            async with aiohttp.ClientSession() as s, backend("old") as old, backend("new") as new:
+                # a surge rollout on kwok: the old pod is deleted before the new twin answers
+                lb.set_backends({}, terminating={"pod-old": old})
+                assert await post(s, url) == (200, {"from": "old"})
+                lb.set_backends({"pod-new": new}, terminating={"pod-old": old})
+                assert [await post(s, url) for _ in range(3)] == [(200, {"from": "new"})] * 3
+                lb.set_backends({"pod-new": new})
+                assert lb.outstanding == {"pod-new": 0}
+        finally:
+            await lb.stop()
+
+    asyncio.run(main())

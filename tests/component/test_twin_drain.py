@@ -134,7 +134,7 @@ def test_twin_process_on_sigterm_finishes_a_stream_then_exits() -> None:
             assert finish[-1] == "length"
             assert await asyncio.wait_for(proc.wait(), timeout=20) == 0
             err = (await proc.stderr.read()).decode()
-            assert "shutdown: mode=drain timeout=60s" in err
+            assert "shutdown: mode=drain timeout=60s, 1 requests in flight" in err
             assert "shutdown: 0 in-flight requests aborted" in err
         finally:
             if proc.returncode is None:

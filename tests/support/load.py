@@ -14,11 +14,20 @@ from vllm_twin.loadgen.trace import bounded, poisson
 class BackgroundLoad:
     """Poisson arrivals at `rate`/s for `duration` s; bounded in count and time by construction."""
 
-    def __init__(self, url: str, *, rate: float, duration: float, prompt: int, output: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        rate: float,
+        duration: float,
+        prompt: int,
+        output: int,
+        stream: bool = False,
+    ) -> None:
         arrivals = bounded(
             poisson(rate, [(prompt, output)], random.Random(7)), duration, int(rate * duration) + 1
         )
-        self.spec = LoadSpec(targets=(url,), arrivals=tuple(arrivals), stream=False, seed=7)
+        self.spec = LoadSpec(targets=(url,), arrivals=tuple(arrivals), stream=stream, seed=7)
         self.outcomes: list[Any] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
 

@@ -82,6 +82,14 @@ def test_non_streamed_runs_have_no_ttft_and_no_goodput() -> None:
     assert "goodput - req/s" in render_table(r)
 
 
+def test_a_200_that_vllm_ended_with_abort_is_an_error_not_a_success() -> None:
+    cut = Outcome(0.0, 2.0, 200, 1, 0, 10, 3, finish_reason="abort")
+    done = Outcome(0.0, 2.0, 200, 1, 0, 10, 16, finish_reason="length")
+    assert (cut.ok, done.ok) == (False, True)
+    report = summarize_outcomes([cut, done], Slo(ttft=1.0, tpot=0.1))
+    assert (report.succeeded, report.errors, report.rejected) == (1, 1, 0)
+
+
 def test_empty_run_reports_zeros() -> None:
     r = summarize_outcomes([], Slo(0.5, 0.06))
     assert (r.requests, r.throughput_rps, r.rejection_share, r.goodput_rps) == (0, 0.0, 0.0, None)

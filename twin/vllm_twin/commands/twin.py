@@ -122,8 +122,12 @@ async def _serve(targs: TwinArgs, setup: EngineSetup, host: str) -> None:
         await stop.wait()
         # vLLM's SIGTERM: drain for --shutdown-timeout, then stop listening (docs/rollouts.md)
         mode = "drain" if targs.shutdown_timeout else "abort"
-        log.info("shutdown: mode=%s timeout=%ss", mode, targs.shutdown_timeout)
-        cut = await app[STATE].driver.drain(targs.shutdown_timeout)
+        driver = app[STATE].driver
+        log.info(
+            "shutdown: mode=%s timeout=%ss, %d requests in flight",
+            mode, targs.shutdown_timeout, driver.active,
+        )  # fmt: skip
+        cut = await driver.drain(targs.shutdown_timeout)
         log.info("shutdown: %d in-flight requests aborted", cut)
     finally:
         await runner.cleanup()

@@ -1,7 +1,9 @@
 """A loopback load balancer for one VLLMService: least-outstanding over its ready twins.
 
 It plays the Service's part (kwok has no kube-proxy). A 503 from a twin is passed through
-unchanged, as a real L4/L7 balancer would, so clients see vLLM's own overload answer.
+unchanged, as a real L4/L7 balancer would, so clients see vLLM's own overload answer. Terminating
+backends are used only while no ready one is left, as kube-proxy does with terminating endpoints
+that still serve (KEP-1669).
 """
 
 from __future__ import annotations
@@ -15,19 +17,25 @@ class Balancer:
     def __init__(self, key: str) -> None:
         self.key = key
         self.backends: dict[str, str] = {}  # pod name -> base URL
+        self.terminating: dict[str, str] = {}  # pod name -> base URL, the fallback
         self.outstanding: dict[str, int] = {}
         self.runner: web.AppRunner | None = None
         self.url = ""
         self._session: ClientSession | None = None
 
-    def set_backends(self, backends: dict[str, str]) -> None:
+    def set_backends(
+        self, backends: dict[str, str], terminating: dict[str, str] | None = None
+    ) -> None:
         self.backends = dict(backends)
-        self.outstanding = {p: self.outstanding.get(p, 0) for p in backends}
+        self.terminating = dict(terminating or {})
+        every = {**self.terminating, **self.backends}
+        self.outstanding = {p: self.outstanding.get(p, 0) for p in every}
 
     def _pick(self) -> str | None:
-        if not self.backends:
+        pool = self.backends or self.terminating
+        if not pool:
             return None
-        return min(sorted(self.backends), key=lambda p: self.outstanding.get(p, 0))
+        return min(sorted(pool), key=lambda p: self.outstanding.get(p, 0))
 
     async def start(self) -> str:
         app = web.Application()
@@ -50,7 +58,7 @@ class Balancer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         pod = self._pick()
         # the URL now: the harness may replace the backends while this request is read
-        base = self.backends.get(pod or "")
+        base = self.backends.get(pod or "") or self.terminating.get(pod or "")
         if pod is None or base is None or self._session is None:
             return web.json_response(
                 {"error": {"message": f"no ready backend for {self.key}", "code": 503}},

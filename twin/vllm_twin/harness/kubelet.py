@@ -6,10 +6,13 @@ CrashLoopBackOff-style delay (0.5 s doubling to 10 s) so a twin that cannot star
 Meanwhile the pod says so, as a kubelet's would: not Ready, its container waiting in
 CrashLoopBackOff, until the new twin answers /health.
 
-A pod that is deleted leaves its balancer at once (the endpoints' part), then its twin stops as
-a kubelet stops a container: the preStop sleep, SIGTERM (the twin drains as vLLM does), SIGKILL
-once the grace period is over. Stops run in the background, so one draining twin holds up no
-other pod's start.
+A pod that is deleted leaves its balancer's ready set at once (the endpoints' part), then its
+twin stops as a kubelet stops a container: the preStop sleep, SIGTERM (the twin drains as vLLM
+does), SIGKILL once the grace period is over. Stops run in the background, so one draining twin
+holds up no other pod's start. During its preStop sleep a terminating twin still takes requests
+when its service has no ready twin, as kube-proxy falls back to serving terminating endpoints
+(KEP-1669): kwok reports a new pod Ready before its twin answers, so without this fallback a
+surge rollout would show a gap that a real readiness probe never lets happen.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class TwinKubelet:
     twins: dict[str, Twin] = field(default_factory=dict)  # pod uid -> twin
     balancers: dict[str, Balancer] = field(default_factory=dict)
     stopping: set[asyncio.Task[None]] = field(default_factory=set)
+    terminating: dict[str, Twin] = field(default_factory=dict)  # pod name -> twin in preStop
     _http: ClientSession | None = None
 
     async def run(self, stop: asyncio.Event, interval: float = 0.5) -> None:
@@ -207,8 +211,12 @@ class TwinKubelet:
         pre_stop = pre_stop if hook else 0.0
         start = time.monotonic()
         if pre_stop > 0:
+            self.terminating[twin.name] = twin
+            self._refresh_backends()
             with contextlib.suppress(TimeoutError):  # the hook's sleep; a twin that dies ends it
                 await asyncio.wait_for(twin.proc.wait(), timeout=pre_stop)
+            self.terminating.pop(twin.name, None)
+            self._refresh_backends()
         if twin.proc.returncode is None:
             twin.proc.send_signal(signal.SIGTERM)
         try:
@@ -229,8 +237,13 @@ class TwinKubelet:
                 self.balancers[key] = Balancer(key)
                 url = await self.balancers[key].start()
                 log.info("balancer for %s on %s", key, url)
+        self._refresh_backends()
+
+    def _refresh_backends(self) -> None:
+        for key, balancer in self.balancers.items():
             ready = {t.name: t.url for t in self.twins.values() if t.key == key and t.ready}
-            self.balancers[key].set_backends(ready)
+            serving = {t.name: t.url for t in self.terminating.values() if t.key == key and t.ready}
+            balancer.set_backends(ready, terminating=serving)
 
     def _target_path(self, twin: Twin) -> Path:
         meta = twin.pod["metadata"]

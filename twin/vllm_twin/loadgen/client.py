@@ -43,6 +43,7 @@ class Attempt:
     output_tokens: int = 0
     chunk_times: tuple[float, ...] = ()  # clock time of each streamed chunk that carried text
     error: str | None = None
+    finish_reason: str | None = None  # of the first choice; "abort": vLLM cut it (a shutdown)
 
 
 def _chunk_text(payload: dict[str, Any]) -> str:
@@ -60,6 +61,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, clock: Callable[[], float])
     times: list[float] = []
     words = 0
     usage_tokens: int | None = None
+    finish: str | None = None
     async for raw in resp.content:
         line = raw.decode("utf-8").strip()
         if not line.startswith("data:"):
@@ -70,12 +72,16 @@ async def _read_stream(resp: aiohttp.ClientResponse, clock: Callable[[], float])
         payload = json.loads(data)
         if usage := payload.get("usage"):
             usage_tokens = int(usage["completion_tokens"])
+        for choice in payload.get("choices") or []:
+            finish = choice.get("finish_reason") or finish
         text = _chunk_text(payload)
         if text:
             times.append(clock())
             words += len(text.split())
     tokens = usage_tokens if usage_tokens is not None else words
-    return Attempt(status=resp.status, output_tokens=tokens, chunk_times=tuple(times))
+    return Attempt(
+        status=resp.status, output_tokens=tokens, chunk_times=tuple(times), finish_reason=finish
+    )
 
 
 async def send_completion(
@@ -95,6 +101,11 @@ async def send_completion(
             if body.get("stream"):
                 return await _read_stream(resp, clock)
             payload = await resp.json()
-            return Attempt(status=200, output_tokens=int(payload["usage"]["completion_tokens"]))
+            choices = payload.get("choices") or [{}]
+            return Attempt(
+                status=200,
+                output_tokens=int(payload["usage"]["completion_tokens"]),
+                finish_reason=choices[0].get("finish_reason"),
+            )
     except (aiohttp.ClientError, TimeoutError) as exc:
         return Attempt(status=None, error=f"{type(exc).__name__}: {exc}")

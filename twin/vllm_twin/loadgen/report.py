@@ -29,10 +29,12 @@ class Outcome:
     ttft: float | None = None
     itls: tuple[float, ...] = ()
     error: str | None = None
+    finish_reason: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.status == 200
+        """Answered in full: a 200 that vLLM did not end with finish_reason "abort"."""
+        return self.status == 200 and self.finish_reason != "abort"
 
     @property
     def e2e(self) -> float:

@@ -96,6 +96,7 @@ async def _one_request(
         ttft=ttft if attempt.status == 200 else None,
         itls=gaps if attempt.status == 200 else (),
         error=attempt.error,
+        finish_reason=attempt.finish_reason,
     )
 
 
