@@ -27,6 +27,7 @@ LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_SERVICE: Final = f"{GROUP}/vllmservice"
 LABEL_SPEC_HASH: Final = f"{GROUP}/spec-hash"
+LABEL_CANARY: Final = f"{GROUP}/canary"  # "true" on a canary pod (tuning/canary.py)
 MANAGED_BY: Final = "vllm-operator"
 
 # Server-side apply field managers, one per concern (cert-manager scheme).

@@ -162,7 +162,11 @@ def test_monitors_whole_objects() -> None:
     ]
     meta = {**META, "labels": {"release": "kps", **LABELS}}
     endpoint = {"port": "http", "path": "/metrics", "interval": "15s"}
-    target_labels = ["serving.vllmop.io/vllmservice", "app.kubernetes.io/instance"]
+    target_labels = [
+        "serving.vllmop.io/vllmservice",
+        "app.kubernetes.io/instance",
+        "serving.vllmop.io/canary",  # only canary pods carry it (tuning/canary.py)
+    ]
     assert manifests[2] == {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
@@ -190,7 +194,8 @@ def test_service_monitor_selects_the_service_and_pods_carry_the_target_labels() 
     selector = kinds["ServiceMonitor"]["spec"]["selector"]["matchLabels"]
     assert selector.items() <= kinds["Service"]["metadata"]["labels"].items()
     pod_labels = kinds["Deployment"]["spec"]["template"]["metadata"]["labels"]
-    assert set(kinds["ServiceMonitor"]["spec"]["podTargetLabels"]) <= pod_labels.keys()
+    targets = set(kinds["ServiceMonitor"]["spec"]["podTargetLabels"])
+    assert targets - {"serving.vllmop.io/canary"} <= pod_labels.keys()  # a stable pod's
     assert kinds["Service"]["spec"]["selector"].items() <= pod_labels.items()
 
 

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Final, Literal
 
-from vllm_operator.constants import LABEL_SERVICE
+from vllm_operator.constants import LABEL_CANARY, LABEL_SERVICE
 
 
 def sanitize_label_name(kube_label: str) -> str:
@@ -24,6 +24,7 @@ def sanitize_label_name(kube_label: str) -> str:
 
 
 SERVICE_LABEL: Final = sanitize_label_name(LABEL_SERVICE)  # serving_vllmop_io_vllmservice
+CANARY_LABEL: Final = sanitize_label_name(LABEL_CANARY)  # serving_vllmop_io_canary
 
 # A namespace is a DNS-1123 label; the VLLMService name travels as a pod label value, so it must
 # be a DNS-1123 subdomain that also fits a label value (63 characters).
@@ -71,11 +72,22 @@ HISTOGRAMS: Final[dict[Figure, str]] = {
 }
 
 
-def build_selector(namespace: str, name: str) -> str:
-    """`{namespace="ns",serving_vllmop_io_vllmservice="name"}`; ValueError for a bad name."""
+# Which of a service's pods a query covers: all, the canary pod, or every pod but the canary
+# (a series without the canary label matches `!="true"`, so pods from before canaries count).
+PodGroup = Literal["all", "canary", "stable"]
+_GROUP_MATCHERS: Final[dict[PodGroup, str]] = {
+    "all": "",
+    "canary": f',{CANARY_LABEL}="true"',
+    "stable": f',{CANARY_LABEL}!="true"',
+}
+
+
+def build_selector(namespace: str, name: str, group: PodGroup = "all") -> str:
+    """`{namespace="ns",serving_vllmop_io_vllmservice="name"}`, narrowed to a pod group;
+    ValueError for a bad name."""
     _check(namespace, _NAMESPACE, "namespace", "lower-case letters, digits and '-'")
     _check(name, _NAME, "VLLMService name", "lower-case letters, digits, '-' and '.'")
-    return f'{{namespace="{namespace}",{SERVICE_LABEL}="{name}"}}'
+    return f'{{namespace="{namespace}",{SERVICE_LABEL}="{name}"{_GROUP_MATCHERS[group]}}}'
 
 
 def _check(value: str, pattern: re.Pattern[str], what: str, allowed: str) -> None:
@@ -149,9 +161,11 @@ def build_pod_sample_age(sel: str) -> str:
     return f"time() - max by (pod) (timestamp(vllm:num_requests_running{sel}))"
 
 
-def build_snapshot_queries(namespace: str, name: str, window_seconds: float) -> dict[Figure, str]:
-    """Every query a snapshot needs, keyed by figure, in the order they are asked."""
-    sel, rng = build_selector(namespace, name), build_range(window_seconds)
+def build_snapshot_queries(
+    namespace: str, name: str, window_seconds: float, group: PodGroup = "all"
+) -> dict[Figure, str]:
+    """Every query a snapshot of a pod group needs, keyed by figure, in the order asked."""
+    sel, rng = build_selector(namespace, name, group), build_range(window_seconds)
     queries: dict[Figure, str] = {
         "pod_up": build_pod_up(sel),
         "pod_sample_age": build_pod_sample_age(sel),

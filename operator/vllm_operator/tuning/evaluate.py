@@ -25,18 +25,19 @@ from vllm_operator.tuning.outcome import hold
 from vllm_operator.tuning.reasons import Reason
 
 _LATENCY = ("rejection_ratio", "ttft_p95", "itl_p95")  # need trusted rates to mean anything
-# (field, direction) -> (figures the change targeted, figures it put at risk)
-_JUDGED: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
+# (field, direction) -> (figures the change targeted, figures it put at risk); the canary
+# judgement (tuning/canary.py) reads the same table
+JUDGED: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
     ("maxRequests", "up"): (("rejection_ratio",), ("ttft_p95",)),
     ("maxPrefillTokens", "up"): (("rejection_ratio",), ("ttft_p95",)),
     ("maxActiveSeqs", "down"): (("itl_p95", "preemption_rate"), ("ttft_p95", "rejection_ratio")),
     ("maxActiveSeqs", "up"): (("ttft_p95",), ("itl_p95",)),
     ("maxBatchedTokens", "up"): (("ttft_p95",), ("itl_p95",)),
 }
-_ANY: tuple[tuple[str, ...], tuple[str, ...]] = ((), _LATENCY)
+ANY_CHANGE: tuple[tuple[str, ...], tuple[str, ...]] = ((), _LATENCY)
 
 
-def _direction(p: PendingRetune) -> Literal["up", "down"]:
+def direction_of(p: PendingRetune) -> Literal["up", "down"]:
     return "up" if p.from_value is None or p.to_value > p.from_value else "down"
 
 
@@ -49,7 +50,7 @@ def _target(i: Inputs, figure: str) -> float | None:
     }.get(figure)
 
 
-def _fmt(figure: str, value: float) -> str:
+def format_figure(figure: str, value: float) -> str:
     if figure == "rejection_ratio":
         return signals.fmt_pct(value)
     if figure == "preemption_rate":
@@ -68,12 +69,12 @@ def _pairs(i: Inputs, p: PendingRetune, figures: tuple[str, ...]) -> list[tuple[
 
 
 def _change(name: str, b: float, a: float) -> str:
-    return f"{name} {_fmt(name, b)} -> {_fmt(name, a)}"
+    return f"{name} {format_figure(name, b)} -> {format_figure(name, a)}"
 
 
 def worse(i: Inputs, p: PendingRetune) -> str | None:
     """The phrase of the first figure that makes the change clearly worse, else None."""
-    targeted, guarded = _JUDGED.get((p.field, _direction(p)), _ANY)
+    targeted, guarded = JUDGED.get((p.field, direction_of(p)), ANY_CHANGE)
     margin = 1 + i.settings.rollback_margin
     for name, b, a in _pairs(i, p, targeted):
         target = _target(i, name)
@@ -82,7 +83,7 @@ def worse(i: Inputs, p: PendingRetune) -> str | None:
     for name, b, a in _pairs(i, p, guarded):
         target = _target(i, name)
         if target is not None and b <= target and a > target * margin:
-            return f"{_change(name, b, a)} (target {_fmt(name, target)})"
+            return f"{_change(name, b, a)} (target {format_figure(name, target)})"
     return None
 
 
@@ -93,7 +94,7 @@ def _rollback(i: Inputs, p: PendingRetune, why: str, change: str) -> Decision:
         overrides.pop(p.field, None)
     else:
         overrides[p.field] = restored
-    direction = _direction(p)
+    direction = direction_of(p)
     state = replace(
         i.state,
         overrides=overrides,
@@ -130,7 +131,7 @@ def pending_rule(i: Inputs) -> Decision | None:
     why = worse(i, p)
     kept = replace(i.state, pending=None)
     if why is None:
-        targeted, guarded = _JUDGED.get((p.field, _direction(p)), _ANY)
+        targeted, guarded = JUDGED.get((p.field, direction_of(p)), ANY_CHANGE)
         seen = (
             ", ".join(_change(*t) for t in _pairs(i, p, targeted + guarded))
             or "no comparable figures"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_operator.constants import LABEL_SERVICE
+from vllm_operator.constants import LABEL_CANARY, LABEL_SERVICE
 from vllm_operator.metrics.queries import (
+    CANARY_LABEL,
     SERVICE_LABEL,
     build_range,
     build_selector,
@@ -76,6 +77,21 @@ def test_the_service_label_is_the_pod_label_as_podtargetlabels_copies_it() -> No
 )
 def test_selector_for_kubernetes_names(namespace: str, name: str, selector: str) -> None:
     assert build_selector(namespace, name) == selector
+
+
+def test_a_canary_pod_and_the_stable_pods_split_by_the_canary_label() -> None:
+    # the monitors copy LABEL_CANARY onto the canary pod's series; stable pods have none, and
+    # PromQL's != matches a series without the label
+    assert LABEL_CANARY in POD_TARGET_LABELS
+    assert CANARY_LABEL == prometheus_label_name(LABEL_CANARY) == "serving_vllmop_io_canary"
+    base = 'namespace="team-a",serving_vllmop_io_vllmservice="chat"'
+    assert build_selector("team-a", "chat", "canary") == f'{{{base},{CANARY_LABEL}="true"}}'
+    assert build_selector("team-a", "chat", "stable") == f'{{{base},{CANARY_LABEL}!="true"}}'
+    stable = build_snapshot_queries("team-a", "chat", 300, "stable")
+    assert stable["ttft_p95"] == (
+        "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket"
+        f'{{{base},{CANARY_LABEL}!="true"}}[300s])))'
+    )
 
 
 @pytest.mark.parametrize(

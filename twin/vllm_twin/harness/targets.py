@@ -72,7 +72,7 @@ def build_sd_target(pod: Mapping[str, Any], port: int) -> list[dict[str, Any]]:
         "container": vllm_container(pod).get("name", "vllm"),
         "endpoint": "http",
     }
-    for key in (c.LABEL_SERVICE, c.LABEL_INSTANCE):
+    for key in (c.LABEL_SERVICE, c.LABEL_INSTANCE, c.LABEL_CANARY):
         if key in (meta.get("labels") or {}):
             labels[prometheus_label_name(key)] = meta["labels"][key]
     return [{"targets": [f"127.0.0.1:{port}"], "labels": labels}]

@@ -1,0 +1,128 @@
+"""A budget change judged on one canary pod against the stable pods, on the same traffic (pure).
+
+The before/after judgement of tuning/evaluate.py compares two windows, so a change of traffic
+between them can pass for an effect of the change. A canary runs the new flags beside the
+stable pods, behind the same Service, and both sides are measured over the same window: the
+comparison is of the same minutes and the same clients. The figures that decide are the ones
+evaluate.JUDGED names for the field and direction (what the change targeted, what it put at
+risk), and "clearly worse" is the same margin (settings.rollback_margin):
+
+  * a targeted figure of the canary is over its target and worse than the stable pods' by the
+    margin;
+  * a figure the change put at risk is within its target on the stable pods and over it by the
+    margin on the canary.
+
+Either removes the canary (and holds that direction, as a rollback does); otherwise the change
+is promoted to every pod. The canary is judged only once its pod is ready and the window holds
+figures from after that, and only when it served enough requests for its figures to mean
+something; a canary that never gets them within `canary_deadline` is removed unjudged.
+docs/rollouts.md §5 has the design around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final, Literal
+
+from vllm_operator.tuning.evaluate import ANY_CHANGE, JUDGED, format_figure
+from vllm_operator.tuning.inputs import Targets
+from vllm_operator.tuning.limits import label
+from vllm_operator.tuning.model import BudgetKey
+
+MIN_CANARY_REQUESTS: Final = 20  # finished on the canary within the window, to judge at all
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A budget change running on the canary pod only."""
+
+    field: BudgetKey
+    from_value: int | None
+    to_value: int
+    started_at: datetime
+    ready_at: datetime | None = None  # its pod first seen ready
+
+    @property
+    def direction(self) -> Literal["up", "down"]:
+        return "up" if self.from_value is None or self.to_value > self.from_value else "down"
+
+    @property
+    def change(self) -> str:
+        was = "unset" if self.from_value is None else str(self.from_value)
+        return f"{label(self.field)} {was} -> {self.to_value}"
+
+
+@dataclass(frozen=True)
+class CanaryVerdict:
+    kind: Literal["Wait", "Promote", "Remove"]
+    message: str  # one sentence, with both sides' figures once judged
+
+
+def _target(figure: str, targets: Targets, preemption_max: float) -> float | None:
+    return {
+        "rejection_ratio": targets.max_rejection_ratio,
+        "ttft_p95": targets.ttft,
+        "itl_p95": targets.itl,
+        "preemption_rate": preemption_max,
+    }.get(figure)
+
+
+def _side_by_side(name: str, canary: float, stable: float) -> str:
+    return f"{name} {format_figure(name, canary)} on the canary vs {format_figure(name, stable)}"
+
+
+def judge_canary(
+    canary: Canary,
+    on_canary: Mapping[str, float],
+    on_stable: Mapping[str, float],
+    *,
+    targets: Targets,
+    now: datetime,
+    window: timedelta,
+    evaluation_delay: timedelta,
+    deadline: timedelta,
+    margin: float,
+    hold: timedelta,
+    preemption_max: float = 0.0,
+) -> CanaryVerdict:
+    """Promote, remove or wait, from each side's figures over the same window.
+
+    `on_canary` and `on_stable` are MetricsSnapshot.figures() of the two pod groups; the
+    canary's request_rate over the window tells whether it saw enough traffic to judge.
+    """
+    if canary.ready_at is None:
+        if now - canary.started_at > deadline:
+            return CanaryVerdict("Remove", f"canary {canary.change} never got ready: removed")
+        return CanaryVerdict("Wait", f"canary {canary.change} is starting")
+    wait = max(evaluation_delay, window)
+    if now < canary.ready_at + wait:
+        left = (canary.ready_at + wait - now).total_seconds()
+        return CanaryVerdict("Wait", f"canary {canary.change} is judged in {left:.0f}s")
+    if on_canary.get("request_rate", 0.0) * window.total_seconds() < MIN_CANARY_REQUESTS:
+        if now - canary.started_at > deadline:
+            message = f"canary {canary.change} saw too little traffic to judge: removed"
+            return CanaryVerdict("Remove", message)
+        return CanaryVerdict("Wait", f"canary {canary.change} waits for traffic to judge")
+    targeted, guarded = JUDGED.get((canary.field, canary.direction), ANY_CHANGE)
+    pairs = [
+        (name, on_canary[name], on_stable[name])
+        for name in (*targeted, *guarded)
+        if name in on_canary and name in on_stable
+    ]
+    quoted = "; ".join(_side_by_side(*p) for p in pairs) or "no comparable figures"
+    for name, c, s in pairs:
+        target = _target(name, targets, preemption_max)
+        if target is None:
+            continue
+        worse_target = name in targeted and c > target and c > s * (1 + margin)
+        broke_guard = name in guarded and s <= target and c > target * (1 + margin)
+        if worse_target or broke_guard:
+            why = _side_by_side(name, c, s)
+            return CanaryVerdict(
+                "Remove",
+                f"canary {canary.change} made {why} on the stable pods: removed, no move "
+                f"{canary.direction} for {hold.total_seconds():.0f}s ({quoted})",
+            )
+    return CanaryVerdict("Promote", f"canary {canary.change} held: {quoted}; promoted")
