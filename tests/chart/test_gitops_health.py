@@ -167,7 +167,11 @@ def test_rollout_is_progressing_then_healthy(
         return is_true(o, "Progressing") and "0/2 replicas updated" in cond.get("message", "")
 
     rolling = versions_until(cluster, edited, held, operator_here)[-1]
-    assert lua_health(rolling) == ("Progressing", "RollingOut: Rolling out: 0/2 replicas updated.")
+    assert lua_health(rolling) == (
+        "Progressing",
+        "RollingOut: Rolling out: 0/2 replicas updated, each new pod ready before an old one "
+        "stops.",
+    )
     # kstatus reads the Ready condition here, and says why it is False
     assert kstatus(kstatus_bin, [rolling]) == [
         ("InProgress", "2/2 replicas ready, 0/2 on the current spec.")

@@ -279,3 +279,18 @@ def test_crash_looping_containers_degrade_the_service(
     stalled = next(c for c in summarize(observed)["conditions"] if c["type"] == "Stalled")
     if stalled["status"] == "True":
         assert stalled["message"] == (unschedulable or CRASHING)
+
+
+@pytest.mark.parametrize(
+    ("rolling", "says"),
+    [
+        ({"maxSurge": 1, "maxUnavailable": 0}, "2/3 replicas updated, each new pod ready before"),
+        ({"maxSurge": 0, "maxUnavailable": 1}, "one pod at a time (no GPU was free"),
+        ({"maxSurge": "25%", "maxUnavailable": "25%"}, "2/3 replicas updated."),  # not ours
+    ],
+)
+def test_progressing_says_how_the_rollout_replaces_pods(rolling: dict[str, Any], says: str) -> None:
+    dep = deployment(3, 4, 2, 3)
+    dep["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": rolling}
+    cond = next(c for c in summarize(Observed(dep))["conditions"] if c["type"] == "Progressing")
+    assert cond["status"] == "True" and says in cond["message"], cond["message"]

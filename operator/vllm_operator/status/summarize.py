@@ -84,10 +84,21 @@ def _ready(r: Rollout) -> Verdict:
     return (c.COND_READY, False, c.REASON_NOT_READY, message)
 
 
-def _progressing(r: Rollout) -> Verdict:
+def _rollout_pace(dep: dict[str, Any]) -> str:
+    """How the Deployment replaces pods (docs/rollouts.md §3), as the end of a sentence."""
+    rolling = dep.get("spec", {}).get("strategy", {}).get("rollingUpdate") or {}
+    surge, unavailable = rolling.get("maxSurge"), rolling.get("maxUnavailable")
+    if surge == 1 and unavailable == 0:
+        return ", each new pod ready before an old one stops"
+    if surge == 0 and unavailable == 1:
+        return ", one pod at a time (no GPU was free for a surge pod)"
+    return ""
+
+
+def _progressing(r: Rollout, dep: dict[str, Any]) -> Verdict:
     if r.rolled:
         return (c.COND_PROGRESSING, False, c.REASON_STABLE, "The pods run the current spec.")
-    message = f"Rolling out: {r.updated}/{r.desired} replicas updated."
+    message = f"Rolling out: {r.updated}/{r.desired} replicas updated{_rollout_pace(dep)}."
     return (c.COND_PROGRESSING, True, c.REASON_ROLLING_OUT, message)
 
 
@@ -152,7 +163,7 @@ def summarize_status(
     else:
         verdicts = [
             _ready(rollout),
-            _progressing(rollout),
+            _progressing(rollout, dep),
             *_degraded_and_stalled(dep, observed),
         ]
     out.update(
