@@ -42,14 +42,13 @@ SEL = build_selector(NS, NAME)
 WINDOW = 120.0  # longer than the test: every sample Prometheus holds is in the window
 
 
-def pod_object(pod: str) -> dict[str, Any]:
+def pod_object(pod: str, canary: bool = False) -> dict[str, Any]:
     """The fields of a VLLMService pod that build_sd_target reads."""
+    labels = {c.LABEL_SERVICE: NAME, c.LABEL_INSTANCE: NAME}
+    if canary:
+        labels[c.LABEL_CANARY] = "true"
     return {
-        "metadata": {
-            "namespace": NS,
-            "name": pod,
-            "labels": {c.LABEL_SERVICE: NAME, c.LABEL_INSTANCE: NAME},
-        },
+        "metadata": {"namespace": NS, "name": pod, "labels": labels},
         "spec": {"containers": [{"name": "vllm"}]},
     }
 
@@ -121,10 +120,16 @@ class Prometheus:
 
 
 @contextmanager
-def running_prometheus(tmp: Path, pods: dict[str, int]) -> Iterator[Prometheus]:
+def running_prometheus(
+    tmp: Path, pods: dict[str, int], canaries: frozenset[str] = frozenset()
+) -> Iterator[Prometheus]:
     """Prometheus scraping each pod's twin (pod name -> port) every second."""
     port = free_port()
-    targets = [t for pod, twin in pods.items() for t in build_sd_target(pod_object(pod), twin)]
+    targets = [
+        t
+        for pod, twin in pods.items()
+        for t in build_sd_target(pod_object(pod, canary=pod in canaries), twin)
+    ]
     (tmp / "targets.json").write_text(json.dumps(targets))
     (tmp / "prometheus.yml").write_text(
         json.dumps(  # JSON is YAML
