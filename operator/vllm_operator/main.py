@@ -178,8 +178,8 @@ async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **kwa
     """
     parent = body.metadata.labels.get(c.LABEL_SERVICE)
     namespace = body.metadata.namespace
-    if not parent or not namespace:
-        return
+    if not parent or not namespace or c.LABEL_CANARY in body.metadata.labels:
+        return  # a canary's progress is the tuner's to read (handlers/canary.py), not status
     seen = Seen(
         children={} if type == "DELETED" else {"Deployment": dict(body)},
         pods=_pods_of(kwargs["vllm_pods"], namespace, parent),

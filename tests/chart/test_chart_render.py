@@ -240,7 +240,8 @@ def test_namespaced_ha_puts_a_kopf_peering_in_each_watched_namespace(helm_bin: H
 
 
 RBAC_KINDS = ("ClusterRole", "Role")
-PRUNABLE = {"servicemonitors", "podmonitors", "networkpolicies"}
+# the optional children, and a canary Deployment once judged (handlers/canary.py)
+PRUNABLE = {"servicemonitors", "podmonitors", "networkpolicies", "deployments"}
 
 
 @pytest.mark.parametrize("values", VALUES, ids=lambda p: p.stem)

@@ -6,7 +6,8 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
 - children by server-side apply (get to compare, create+patch to apply); never update. Garbage
   collection removes them with their VLLMService through their owner references; the optional
   ones (monitors, NetworkPolicy) are deleted when the spec switches them off.
-- Deployments also list/watch: a kopf event handler follows the children's rollouts.
+- Deployments also list/watch: a kopf event handler follows the children's rollouts; delete for
+  a canary Deployment once its budget change is promoted or removed (docs/rollouts.md §5).
 - Pods: list/watch, kopf indexes the operator's pods and follows unschedulable ones (Degraded).
 - Events: create (the operator's and kopf's own).
 */}}
@@ -22,7 +23,7 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
   verbs: [update]
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [services]
   verbs: [get, create, patch]

@@ -240,6 +240,13 @@ class AutotuneSpec(SpecModel):
             " rollback of a change that made things worse counts but is never held."
         ),
     )
+    canary: bool = Field(
+        default=False,
+        description=(
+            "Mode Auto: run each budget change on one extra canary pod first, judged against"
+            " the other pods on the same traffic; promoted to every pod or removed."
+        ),
+    )
 
     @field_validator("mode", mode="before")
     @classmethod

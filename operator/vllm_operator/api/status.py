@@ -128,6 +128,20 @@ class PendingRetuneStatus(StatusModel):
     )
 
 
+class CanaryStatus(StatusModel):
+    """A budget change running on one canary pod, judged against the stable pods."""
+
+    field: str = Field(description="Budget field the canary changes.")
+    from_value: int | None = Field(
+        default=None, description="Value on the stable pods; absent when unset."
+    )
+    to_value: int = Field(description="Value on the canary pod.")
+    started_at: datetime = Field(description="When the canary was started.")
+    ready_at: datetime | None = Field(
+        default=None, description="When its pod was first seen ready; judging starts then."
+    )
+
+
 class CapacityStatus(StatusModel):
     """What one pod was seen to serve within the SLO (docs/tuning.md, rule 8)."""
 
@@ -183,6 +197,13 @@ class TuningStatus(StatusModel):
     capacity: CapacityStatus | None = Field(
         default=None,
         description="Learned per-pod capacity: scale up near it, scale down only below it.",
+    )
+    canary: CanaryStatus | None = Field(
+        default=None,
+        description=(
+            "The budget change running on the canary pod; its verdict is the newest "
+            "CanaryPromoted or CanaryRemoved decision."
+        ),
     )
     window: list[WindowSample] = Field(
         default_factory=list,

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.canary import sync_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.rollout import choose_strategy
 from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
@@ -275,6 +276,7 @@ def _reconcile(
             raise
         if previous and seen.only is None:
             _prune_children(deps, svc, manifests, logger)
+            sync_canary(deps, svc, logger)
         rollout = read_rollout(deployment or {})
         ready = deployment is not None and rollout.ready >= rollout.desired
         pods = seen.pods

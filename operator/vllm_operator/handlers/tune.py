@@ -17,10 +17,12 @@ from pydantic import ValidationError
 from vllm_operator import constants as c
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.canary import canary_enabled, judge_running_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.reconcile import reconcile
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
+from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
@@ -28,6 +30,7 @@ from vllm_operator.tuning.persist import state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, tuning_enabled
 from vllm_operator.tuning.report import build_fleet_view
 from vllm_operator.tuning.settings import TuningSettings
+from vllm_operator.tuning.state import normalize_state
 
 
 def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> Decision | None:
@@ -41,9 +44,14 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
     settings = TuningSettings().time_scaled(deps.cfg.tuning_time_scale)
     snapshot = fetch_snapshot(deps, svc, now, settings)
     previous = svc.status.tuning if svc.status else None
-    decision = decide(
-        svc.spec, snapshot, state_from_status(previous, svc.spec, settings), now, settings
-    )
+    state = state_from_status(previous, svc.spec, settings)
+    if state.canary is not None:  # the canary's verdict takes the pass (docs/rollouts.md §5)
+        state = normalize_state(state, svc.spec, settings, now)
+        decision = judge_running_canary(deps, svc, state, snapshot, now, settings)
+    else:
+        decision = decide(svc.spec, snapshot, state, now, settings)
+        if canary_enabled(svc):
+            decision = divert_to_canary(decision, state, now)
     conditions = (body.get("status") or {}).get("conditions") or []
     plan = build_tune_plan(
         svc, decision, snapshot, now, settings, window=deps.cfg.metrics_window,

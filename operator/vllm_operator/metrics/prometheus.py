@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from vllm_operator.config import OperatorConfig
-from vllm_operator.metrics.queries import SINGLE_SERIES, Figure, build_snapshot_queries
+from vllm_operator.metrics.queries import SINGLE_SERIES, Figure, PodGroup, build_snapshot_queries
 from vllm_operator.metrics.snapshot import build_snapshot
 from vllm_operator.metrics.vectors import ResponseShapeError, Sample, parse_vector
 from vllm_operator.tuning.model import FleetView, MetricsSnapshot
@@ -70,6 +70,7 @@ def query_snapshot(
     fleet: FleetView | None,
     stale_after: float,
     on_error: Callable[[QueryFailure], None] | None = None,
+    group: PodGroup = "all",
 ) -> MetricsSnapshot:
     """The VLLMService's figures over `window` seconds ending at `now` (timezone-aware).
 
@@ -79,7 +80,7 @@ def query_snapshot(
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware: Prometheus evaluates at a Unix time")
     results: dict[Figure, list[Sample]] = {}
-    for figure, query in build_snapshot_queries(ns, name, window).items():
+    for figure, query in build_snapshot_queries(ns, name, window, group).items():
         try:
             answer = prom.custom_query(query, params={"time": now.timestamp()})
             results[figure] = _check_cardinality(figure, parse_vector(answer))

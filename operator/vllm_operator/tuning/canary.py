@@ -16,42 +16,34 @@ Either removes the canary (and holds that direction, as a rollback does); otherw
 is promoted to every pod. The canary is judged only once its pod is ready and the window holds
 figures from after that, and only when it served enough requests for its figures to mean
 something; a canary that never gets them within `canary_deadline` is removed unjudged.
-docs/rollouts.md §5 has the design around it.
+
+With spec.autotune.canary on (mode Auto), `divert_to_canary` turns a budget move of decide()
+into a canary start: the stable pods keep their flags, status.tuning.canary records the change
+and the reconcile runs it on one extra pod. While it runs, `decide_canary` takes the place of
+decide(): it waits, promotes (the override goes to every pod) or removes the canary and holds
+the direction as a rollback does. docs/rollouts.md §5.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Final, Literal
+from typing import Final, Literal, cast, get_args
 
 from vllm_operator.tuning.evaluate import ANY_CHANGE, JUDGED, format_figure
 from vllm_operator.tuning.inputs import Targets
 from vllm_operator.tuning.limits import label
-from vllm_operator.tuning.model import BudgetKey
+from vllm_operator.tuning.model import Action, BudgetKey, Canary, Decision, Hold, TuningState
+from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.settings import TuningSettings
 
 MIN_CANARY_REQUESTS: Final = 20  # finished on the canary within the window, to judge at all
 
 
-@dataclass(frozen=True)
-class Canary:
-    """A budget change running on the canary pod only."""
-
-    field: BudgetKey
-    from_value: int | None
-    to_value: int
-    started_at: datetime
-    ready_at: datetime | None = None  # its pod first seen ready
-
-    @property
-    def direction(self) -> Literal["up", "down"]:
-        return "up" if self.from_value is None or self.to_value > self.from_value else "down"
-
-    @property
-    def change(self) -> str:
-        was = "unset" if self.from_value is None else str(self.from_value)
-        return f"{label(self.field)} {was} -> {self.to_value}"
+def describe(canary: Canary) -> str:
+    was = "unset" if canary.from_value is None else str(canary.from_value)
+    return f"{label(canary.field)} {was} -> {canary.to_value}"
 
 
 @dataclass(frozen=True)
@@ -92,19 +84,20 @@ def judge_canary(
     `on_canary` and `on_stable` are MetricsSnapshot.figures() of the two pod groups; the
     canary's request_rate over the window tells whether it saw enough traffic to judge.
     """
+    change = describe(canary)
     if canary.ready_at is None:
         if now - canary.started_at > deadline:
-            return CanaryVerdict("Remove", f"canary {canary.change} never got ready: removed")
-        return CanaryVerdict("Wait", f"canary {canary.change} is starting")
+            return CanaryVerdict("Remove", f"canary {change} never got ready: removed")
+        return CanaryVerdict("Wait", f"canary {change} is starting")
     wait = max(evaluation_delay, window)
     if now < canary.ready_at + wait:
         left = (canary.ready_at + wait - now).total_seconds()
-        return CanaryVerdict("Wait", f"canary {canary.change} is judged in {left:.0f}s")
+        return CanaryVerdict("Wait", f"canary {change} is judged in {left:.0f}s")
     if on_canary.get("request_rate", 0.0) * window.total_seconds() < MIN_CANARY_REQUESTS:
         if now - canary.started_at > deadline:
-            message = f"canary {canary.change} saw too little traffic to judge: removed"
+            message = f"canary {change} saw too little traffic to judge: removed"
             return CanaryVerdict("Remove", message)
-        return CanaryVerdict("Wait", f"canary {canary.change} waits for traffic to judge")
+        return CanaryVerdict("Wait", f"canary {change} waits for traffic to judge")
     targeted, guarded = JUDGED.get((canary.field, canary.direction), ANY_CHANGE)
     pairs = [
         (name, on_canary[name], on_stable[name])
@@ -122,7 +115,46 @@ def judge_canary(
             why = _side_by_side(name, c, s)
             return CanaryVerdict(
                 "Remove",
-                f"canary {canary.change} made {why} on the stable pods: removed, no move "
+                f"canary {change} made {why} on the stable pods: removed, no move "
                 f"{canary.direction} for {hold.total_seconds():.0f}s ({quoted})",
             )
-    return CanaryVerdict("Promote", f"canary {canary.change} held: {quoted}; promoted")
+    return CanaryVerdict("Promote", f"canary {change} held: {quoted}; promoted")
+
+
+def divert_to_canary(decision: Decision, before: TuningState, now: datetime) -> Decision:
+    """A budget move of decide() as a canary start: the stable pods keep `before`'s overrides,
+    no before/after judgement is pending, the restart budget and cooldown count it as decided.
+    Anything else (a hold, a scale, a rollback) passes unchanged."""
+    action = decision.action
+    field = action.field
+    if not decision.applied or action.kind != "SetBudget" or action.to_value is None:
+        return decision
+    if field not in get_args(BudgetKey):
+        return decision
+    canary = Canary(cast(BudgetKey, field), action.from_value, action.to_value, started_at=now)
+    state = replace(decision.state, overrides=dict(before.overrides), pending=None, canary=canary)
+    message = f"{decision.message}; on a canary pod first"
+    return replace(decision, reason=Reason.CANARY_STARTED, message=message, state=state)
+
+
+def decide_canary(
+    state: TuningState,
+    verdict: CanaryVerdict,
+    figures: dict[str, float],
+    now: datetime,
+    settings: TuningSettings,
+) -> Decision:
+    """The pass while a canary runs: its verdict as a decision and the state after it."""
+    canary = state.canary
+    assert canary is not None, "decide_canary needs a running canary"
+    if verdict.kind == "Wait":
+        return Decision(Action("Hold"), Reason.CANARY_JUDGING, verdict.message, figures, state)
+    if verdict.kind == "Promote":
+        overrides = {**state.overrides, canary.field: canary.to_value}
+        promoted = replace(state, overrides=overrides, canary=None, capacity=None)
+        action = Action("SetBudget", canary.field, canary.from_value, canary.to_value)
+        return Decision(action, Reason.CANARY_PROMOTED, verdict.message, figures, promoted)
+    held = Hold(canary.field, canary.direction, now + settings.hold_after_rollback)
+    removed = replace(state, canary=None, holds=(*state.holds, held))
+    action = Action("Rollback", canary.field, canary.to_value, canary.from_value)
+    return Decision(action, Reason.CANARY_REMOVED, verdict.message, figures, removed)

@@ -171,6 +171,21 @@ class PendingRetune:
 
 
 @dataclass(frozen=True)
+class Canary:
+    """A budget change running on the canary pod only (tuning/canary.py)."""
+
+    field: BudgetKey
+    from_value: int | None
+    to_value: int
+    started_at: datetime
+    ready_at: datetime | None = None  # its pod first seen ready
+
+    @property
+    def direction(self) -> Literal["up", "down"]:
+        return "up" if self.from_value is None or self.to_value > self.from_value else "down"
+
+
+@dataclass(frozen=True)
 class Capacity:
     """Requests/s one pod serves within the SLO, learned from the fleet (scaling.py).
 
@@ -196,6 +211,7 @@ class TuningState:
     pending: PendingRetune | None = None
     holds: tuple[Hold, ...] = ()
     capacity: Capacity | None = None
+    canary: Canary | None = None
 
 
 @dataclass(frozen=True)

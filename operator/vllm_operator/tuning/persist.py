@@ -17,6 +17,7 @@ from vllm_operator.api.status import (
     MAX_HOLDS,
     MAX_RESTART_TIMES,
     BudgetValues,
+    CanaryStatus,
     CapacityStatus,
     PendingRetuneStatus,
     TuningDecisionRecord,
@@ -25,6 +26,7 @@ from vllm_operator.api.status import (
 )
 from vllm_operator.tuning.model import (
     BudgetKey,
+    Canary,
     Capacity,
     Decision,
     Hold,
@@ -64,6 +66,9 @@ def state_from_status(
     holds = tuple(
         Hold(field, h.direction, h.until) for h in status.holds if (field := _key(h.field))
     )
+    canary = None
+    if (k := status.canary) is not None and (field := _key(k.field)) is not None:
+        canary = Canary(field, k.from_value, k.to_value, k.started_at, k.ready_at)
     state = TuningState(
         desired_replicas=status.desired_replicas,
         overrides=overrides,
@@ -74,6 +79,7 @@ def state_from_status(
         pending=pending,
         holds=holds,
         capacity=None if (c := status.capacity) is None else Capacity(c.per_pod, c.learned_at),
+        canary=canary,
     )
     return normalize_state(state, spec, settings)
 
@@ -155,5 +161,16 @@ def status_from_state(
             if (c := state.capacity) is None
             else CapacityStatus(per_pod=c.per_pod, learned_at=c.at)
         ),
+        canary=None if (k := state.canary) is None else _canary_status(k),
         window=[] if previous is None else list(previous.window),
+    )
+
+
+def _canary_status(k: Canary) -> CanaryStatus:
+    return CanaryStatus(
+        field=k.field,
+        from_value=k.from_value,
+        to_value=k.to_value,
+        started_at=k.started_at,
+        ready_at=k.ready_at,
     )

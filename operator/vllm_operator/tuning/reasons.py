@@ -69,6 +69,27 @@ class Reason(StrEnum):
         "Rollback",
         "a budget change made a figure clearly worse: the previous value is restored",
     )
+    # a budget change on a canary pod (tuning/canary.py, spec.autotune.canary)
+    CANARY_STARTED = (
+        "CanaryStarted",
+        "SetBudget",
+        "a budget change runs on one canary pod first, beside the stable pods",
+    )
+    CANARY_JUDGING = (
+        "CanaryJudging",
+        "Hold",
+        "the canary waits to be ready, for fresh figures or for traffic before it is judged",
+    )
+    CANARY_PROMOTED = (
+        "CanaryPromoted",
+        "SetBudget",
+        "the canary was no worse than the stable pods: the change goes to every pod",
+    )
+    CANARY_REMOVED = (
+        "CanaryRemoved",
+        "Rollback",
+        "the canary was clearly worse than the stable pods (or could not be judged): removed",
+    )
     # rules 2-9: what the tuner changes
     SCALE_UP_REJECTIONS = (
         "ScaleUpRejections",

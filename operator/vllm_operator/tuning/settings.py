@@ -28,6 +28,7 @@ class TuningSettings:
     retune_cooldown: timedelta = timedelta(seconds=900)
     rollback_evaluation_delay: timedelta = timedelta(seconds=180)  # of fresh figures after rollout
     hold_after_rollback: timedelta = timedelta(seconds=1800)
+    canary_deadline: timedelta = timedelta(seconds=1200)  # a canary not judged by then goes
     restart_window: timedelta = timedelta(hours=1)  # what "per hour" in maxRestartsPerHour means
     rollback_margin: float = 0.1  # "clearly worse": 10% beyond the figure before the change
     judgement_load_tolerance: float = 0.25  # traffic up more than 25%: "worse" is not the change's

@@ -41,6 +41,10 @@ def normalize_state(
         in_force = overrides.get(pending.field, spec_budget(spec, pending.field))
         if in_force != pending.to_value:
             pending = None  # the judged value is gone: nothing left to judge or roll back
+    # a canary runs only in mode Auto with spec.autotune.canary on; otherwise it is dropped
+    # (the reconcile then removes its Deployment)
+    canary_on = auto and spec.autotune is not None and spec.autotune.canary
+    canary = state.canary if canary_on else None
     scaling = autoscaling_of(spec)
     desired = None
     if scaling is not None:
@@ -62,4 +66,5 @@ def normalize_state(
         restart_times=restart_times,
         holds=holds,
         capacity=capacity,
+        canary=canary,
     )

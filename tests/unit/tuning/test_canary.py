@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vllm_operator.tuning.canary import Canary, judge_canary
+from tests.unit.tuning.support import spec
+from vllm_operator.api.status import TuningStatus
+from vllm_operator.tuning.canary import (
+    CanaryVerdict,
+    decide_canary,
+    divert_to_canary,
+    judge_canary,
+)
 from vllm_operator.tuning.inputs import Targets
+from vllm_operator.tuning.model import Action, Canary, Decision, Hold, PendingRetune, TuningState
+from vllm_operator.tuning.persist import state_from_status, status_from_state
+from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.settings import TuningSettings
 
 T0 = datetime(2026, 12, 1, 12, tzinfo=UTC)
 TARGETS = Targets(ttft=0.5, itl=0.06, max_rejection_ratio=0.01)
@@ -71,3 +83,74 @@ def test_a_canary_is_judged_only_when_ready_settled_and_busy(
 ) -> None:
     verdict, message = judge(canary, {**BUSY, "request_rate": rate}, BUSY, now=now)
     assert verdict == kind and says in message, message
+
+
+# --- a budget move as a canary, and the passes while it runs -------------------------------
+
+DECIDED = Decision(
+    Action("SetBudget", "maxRequests", 32, 64),
+    Reason.RAISE_QUEUE_REJECTIONS,
+    "503s over budget: maxRequests 32 -> 64",
+    {"rejection_ratio": 0.05},
+    TuningState(
+        overrides={"maxRequests": 64},
+        restart_times=(T0,),
+        pending=PendingRetune("maxRequests", 32, 64, T0, {}),
+    ),
+)
+
+
+def test_a_budget_move_becomes_a_canary_and_the_stable_pods_keep_their_flags() -> None:
+    before = TuningState(overrides={"maxActiveSeqs": 8})
+    started = divert_to_canary(DECIDED, before, T0)
+    assert started.reason == Reason.CANARY_STARTED
+    assert started.action == DECIDED.action and started.message.endswith("on a canary pod first")
+    assert started.state.overrides == {"maxActiveSeqs": 8}  # not the move
+    assert started.state.pending is None
+    assert started.state.restart_times == (T0,)  # the canary pod's start counts
+    assert started.state.canary == Canary("maxRequests", 32, 64, started_at=T0)
+
+
+def test_holds_scales_rollbacks_and_advice_are_not_diverted() -> None:
+    before = TuningState()
+    hold = Decision(Action("Hold"), Reason.WITHIN_SLO, "fine", {}, before)
+    advice = replace(DECIDED, applied=False)
+    rollback = replace(DECIDED, action=Action("Rollback", "maxRequests", 64, 32))
+    for decision in (hold, advice, rollback):
+        assert divert_to_canary(decision, before, T0) is decision
+
+
+def test_the_verdicts_as_decisions() -> None:
+    running = TuningState(overrides={"maxActiveSeqs": 8}, canary=RAISE)
+    settings = TuningSettings()
+    wait = decide_canary(running, CanaryVerdict("Wait", "later"), {}, LATER, settings)
+    assert (wait.action.kind, wait.reason, wait.state) == ("Hold", Reason.CANARY_JUDGING, running)
+    promoted = decide_canary(running, CanaryVerdict("Promote", "held"), {}, LATER, settings)
+    assert promoted.action == Action("SetBudget", "maxRequests", 32, 64)
+    assert promoted.state.overrides == {"maxActiveSeqs": 8, "maxRequests": 64}
+    assert promoted.state.canary is None
+    removed = decide_canary(running, CanaryVerdict("Remove", "worse"), {}, LATER, settings)
+    assert removed.action == Action("Rollback", "maxRequests", 64, 32)
+    assert removed.state.overrides == {"maxActiveSeqs": 8}
+    assert removed.state.holds == (Hold("maxRequests", "up", LATER + settings.hold_after_rollback),)
+    assert removed.state.canary is None
+
+
+def test_a_canary_survives_the_status_round_trip_only_while_canaries_are_on() -> None:
+    running = TuningState(canary=RAISE)
+    record = Decision(Action("Hold"), Reason.CANARY_JUDGING, "judging", {}, running)
+    wire = status_from_state(running, record, None, LATER, mode="Auto").model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    assert wire["canary"] == {
+        "field": "maxRequests",
+        "fromValue": 32,
+        "toValue": 64,
+        "startedAt": "2026-12-01T12:00:00Z",
+        "readyAt": "2026-12-01T12:04:00Z",
+    }
+    status = TuningStatus.model_validate(wire)
+    on = spec(autotune={"mode": "Auto", "canary": True})
+    assert state_from_status(status, on).canary == RAISE
+    off = spec(autotune={"mode": "Auto", "canary": False})
+    assert state_from_status(status, off).canary is None  # the reconcile then deletes it

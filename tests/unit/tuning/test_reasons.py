@@ -16,7 +16,8 @@ TUNING = Path(__file__).resolve().parents[3] / "operator" / "vllm_operator" / "t
 WIRE = (
     "HoldTuningOff", "ReplicasOutOfBounds", "HoldMetricsMissing", "HoldMetricsStale",
     "HoldMetricsPartial", "HoldMetricsInvalid", "HoldMetricsError", "HoldRollout",
-    "HoldPodsNotReady", "RetuneSettling", "RetuneKept", "RollbackWorse", "ScaleUpRejections",
+    "HoldPodsNotReady", "RetuneSettling", "RetuneKept", "RollbackWorse",
+    "CanaryStarted", "CanaryJudging", "CanaryPromoted", "CanaryRemoved", "ScaleUpRejections",
     "RaiseQueueRejections", "LowerActiveSeqsITL", "LowerActiveSeqsPreemption", "ScaleUpLatency",
     "RaiseActiveSeqsWaiting", "RaiseBatchedTokensTTFT", "ScaleUpNearCapacity", "ScaleDownLowLoad",
     "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "AtMinReplicas",
