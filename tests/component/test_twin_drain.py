@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 
-from tests.component.test_twin_http import MODEL, ROOT, wait_healthy
+from tests.component.test_twin_http import MODEL, spawn_twin, wait_healthy
 from vllm_twin.argv import parse_vllm_argv
 from vllm_twin.server.app import build_app, start_server
 from vllm_twin.server.driver import EngineDriver
@@ -105,18 +102,9 @@ def test_a_drain_that_outlasts_its_timeout_aborts_the_rest() -> None:
 
 def test_twin_process_on_sigterm_finishes_a_stream_then_exits() -> None:
     async def main() -> None:
-        env = {**os.environ, "VLLM_TWIN_TIME_SCALE": "10", "PYTHONUNBUFFERED": "1"}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vllm_twin.commands.twin",
-            MODEL, "--port", "0", "--shutdown-timeout", "60",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=ROOT,
-        )  # fmt: skip
+        proc, base = await spawn_twin(MODEL, "--shutdown-timeout", "60", time_scale="10")
         try:
-            assert proc.stdout is not None and proc.stderr is not None
-            line = (await asyncio.wait_for(proc.stdout.readline(), timeout=15)).decode()
-            match = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
-            assert match, line
-            base = f"http://127.0.0.1:{match.group(1)}"
+            assert proc.stderr is not None
             finish: list[str] = []
             async with aiohttp.ClientSession() as s:
                 await wait_healthy(s, base)

@@ -372,23 +372,26 @@ def test_unknown_flag_and_invalid_config_exit_like_vllm(capsys: pytest.CaptureFi
     assert "unknown GPU profile 'TPU-v9'" in capsys.readouterr().err
 
 
+async def spawn_twin(*argv: str, time_scale: str = "50") -> tuple[asyncio.subprocess.Process, str]:
+    """`python -m vllm_twin.commands.twin ARGV` on port 0, as the harness starts one; the
+    process and the base URL from its ready line (the caller kills it if still running)."""
+    env = {**os.environ, "VLLM_TWIN_TIME_SCALE": time_scale, "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vllm_twin.commands.twin", *argv, "--port", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), timeout=15)).decode()
+    match = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+    assert match, line
+    return proc, f"http://127.0.0.1:{match.group(1)}"
+
+
 def test_twin_process_binds_loopback_serves_and_stops_on_sigterm() -> None:
     async def main() -> None:
-        env = {**os.environ, "VLLM_TWIN_TIME_SCALE": "50", "PYTHONUNBUFFERED": "1"}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vllm_twin.commands.twin",
-            "--model", MODEL, "--host", "0.0.0.0", "--port", "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=ROOT,
-        )  # fmt: skip
+        proc, base = await spawn_twin("--model", MODEL, "--host", "0.0.0.0")
         try:
-            assert proc.stdout is not None and proc.stderr is not None
-            line = (await asyncio.wait_for(proc.stdout.readline(), timeout=15)).decode()
-            match = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
-            assert match, line
-            base = f"http://127.0.0.1:{match.group(1)}"
+            assert proc.stderr is not None
             async with aiohttp.ClientSession() as s:
                 await wait_healthy(s, base)
                 async with s.post(f"{base}/v1/completions", json={"prompt": "a"}) as r:

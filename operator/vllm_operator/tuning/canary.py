@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Literal, cast, get_args
 
-from vllm_operator.tuning.evaluate import ANY_CHANGE, JUDGED, format_figure
+from vllm_operator.tuning.evaluate import ANY_CHANGE, JUDGED, figure_target, format_figure
 from vllm_operator.tuning.inputs import Targets
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Action, BudgetKey, Canary, Decision, Hold, TuningState
@@ -50,15 +50,6 @@ def describe(canary: Canary) -> str:
 class CanaryVerdict:
     kind: Literal["Wait", "Promote", "Remove"]
     message: str  # one sentence, with both sides' figures once judged
-
-
-def _target(figure: str, targets: Targets, preemption_max: float) -> float | None:
-    return {
-        "rejection_ratio": targets.max_rejection_ratio,
-        "ttft_p95": targets.ttft,
-        "itl_p95": targets.itl,
-        "preemption_rate": preemption_max,
-    }.get(figure)
 
 
 def _side_by_side(name: str, canary: float, stable: float) -> str:
@@ -106,7 +97,7 @@ def judge_canary(
     ]
     quoted = "; ".join(_side_by_side(*p) for p in pairs) or "no comparable figures"
     for name, c, s in pairs:
-        target = _target(name, targets, preemption_max)
+        target = figure_target(name, targets, preemption_max)
         if target is None:
             continue
         worse_target = name in targeted and c > target and c > s * (1 + margin)

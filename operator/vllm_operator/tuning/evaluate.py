@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Literal
 
 from vllm_operator.tuning import signals
-from vllm_operator.tuning.inputs import Inputs, spec_budget
+from vllm_operator.tuning.inputs import Inputs, Targets, spec_budget
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Action, Decision, Hold, PendingRetune
 from vllm_operator.tuning.outcome import hold
@@ -41,13 +41,18 @@ def direction_of(p: PendingRetune) -> Literal["up", "down"]:
     return "up" if p.from_value is None or p.to_value > p.from_value else "down"
 
 
-def _target(i: Inputs, figure: str) -> float | None:
+def figure_target(figure: str, targets: Targets, preemption_max: float) -> float | None:
+    """The target a judged figure is held to (None: the SLO sets none)."""
     return {
-        "rejection_ratio": i.targets.max_rejection_ratio,
-        "ttft_p95": i.targets.ttft,
-        "itl_p95": i.targets.itl,
-        "preemption_rate": i.settings.preemption_rate_max,
+        "rejection_ratio": targets.max_rejection_ratio,
+        "ttft_p95": targets.ttft,
+        "itl_p95": targets.itl,
+        "preemption_rate": preemption_max,
     }.get(figure)
+
+
+def _target(i: Inputs, figure: str) -> float | None:
+    return figure_target(figure, i.targets, i.settings.preemption_rate_max)
 
 
 def format_figure(figure: str, value: float) -> str:
