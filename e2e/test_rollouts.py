@@ -129,6 +129,9 @@ def test_a_retune_rollout_under_load_cuts_no_request(
     assert "shutdown: 0 in-flight requests aborted" in text, text[-2000:]
     in_flight = int(text.split("requests in flight")[0].rsplit(",", 1)[1])
     assert in_flight > 0, text[-2000:]
+    ok = sum(o.ok for o in outcomes)
+    print(f"steady: {len(outcomes)} requests, {ok} completed, {len(outcomes) - ok} vLLM 503s, "
+          f"0 cut; {in_flight} in flight on the old pod at SIGTERM, all drained")  # fmt: skip
 
     # one surge: the old ReplicaSet went to zero, the new one holds the only pod
     counts = sorted(
@@ -179,6 +182,7 @@ def test_a_harmful_budget_change_runs_only_on_the_canary_and_is_removed(
             return judged[-1] if judged else None
 
         judged = wait_until(verdict, timeout=120, what="the canary's verdict")
+        print(f"harm: {judged['reason']}: {judged['message']}")
         assert judged["reason"] == "CanaryRemoved", judged
         assert "ttft_p95" in judged["message"] and "on the canary vs" in judged["message"]
         wait_until(
