@@ -1,0 +1,128 @@
+"""Length distributions, workloads, the busiest slice and the per-replica share."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from vllm_operator.planning.lengths import (
+    Empirical,
+    LengthSyntaxError,
+    empirical_from_buckets,
+    parse_lengths,
+)
+from vllm_operator.planning.workload import (
+    Arrivals,
+    Workload,
+    build_arrivals,
+    busiest_slice,
+    compute_stats,
+    thin,
+)
+from vllm_operator.sim.engine import SimRequest
+from vllm_operator.sim.workload import LengthDist
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("512", LengthDist("fixed", 512)),
+        ("fixed:128", LengthDist("fixed", 128)),
+        ("exp:256", LengthDist("exponential", 256)),
+        ("exponential:64", LengthDist("exponential", 64)),
+        ("lognormal:1024,0.8", LengthDist("lognormal", 1024, 0.8)),
+        ("uniform:100,300", LengthDist("uniform", 100, 300)),
+    ],
+)
+def test_length_syntax(text: str, expected: LengthDist) -> None:
+    assert parse_lengths(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("gauss:5", "is not a length distribution"),
+        ("exp:1,2", "is not a length distribution"),
+        ("lognormal:512", "is not a length distribution"),
+        ("exp:abc", "must be numbers"),
+        ("exp:-5", "must be positive"),
+        ("uniform:300,100", "LOW <= HIGH"),
+        ("exp:inf", "must be positive"),
+    ],
+)
+def test_bad_length_syntax_says_what_is_accepted(text: str, says: str) -> None:
+    with pytest.raises(LengthSyntaxError, match=says):
+        parse_lengths(text)
+
+
+def test_empirical_lengths_follow_the_histogram() -> None:
+    # 100 observations: 50 at or below 10 tokens, 50 in (100, 1000]; +Inf adds none
+    dist = empirical_from_buckets([(10, 50), (100, 50), (1000, 100), (float("inf"), 100)])
+    assert dist == Empirical((10, 100, 1000), (0.5, 0.5, 1.0))
+    rng = random.Random(1)
+    draws = [dist.sample(rng) for _ in range(2000)]
+    assert all(1 <= d <= 10 or 100 <= d <= 1000 for d in draws)
+    assert 0.45 < sum(d <= 10 for d in draws) / len(draws) < 0.55
+    assert dist.mean == pytest.approx(0.5 * 5.5 + 0.5 * 550)
+
+
+def test_an_empty_histogram_is_refused() -> None:
+    with pytest.raises(ValueError, match="no observations"):
+        empirical_from_buckets([(10, 0), (float("inf"), 0)])
+
+
+def _arrivals(times: list[float], tokens: list[int]) -> Arrivals:
+    reqs = tuple(
+        SimRequest(f"r{i}", t, n, 1) for i, (t, n) in enumerate(zip(times, tokens, strict=True))
+    )
+    return Arrivals(reqs, times[-1])
+
+
+def test_the_busiest_slice_is_the_window_with_most_tokens_after_its_warmup() -> None:
+    times = [float(t) for t in range(0, 2000, 10)]
+    tokens = [1000 if 1200 <= t < 1500 else 10 for t in times]
+    sliced = busiest_slice(_arrivals(times, tokens), seconds=300, warmup=30)
+    counted = [r for r in sliced.requests if r.arrival >= sliced.count_from]
+    assert sliced.count_from == 30 and sliced.until == 330
+    assert [r.prompt_tokens for r in counted] == [1000] * 30
+    assert min(r.arrival for r in sliced.requests) >= 0
+
+
+def test_a_short_workload_is_searched_whole() -> None:
+    arrivals = _arrivals([0.0, 1.0, 2.0], [5, 5, 5])
+    assert busiest_slice(arrivals, seconds=300, warmup=30) is arrivals
+
+
+def test_a_replica_of_a_round_robin_fleet_gets_every_rth_request() -> None:
+    arrivals = _arrivals([float(t) for t in range(10)], [1] * 10)
+    assert [r.request_id for r in thin(arrivals, 3, 1).requests] == ["r1", "r4", "r7"]
+
+
+def test_poisson_workload_counts_after_its_warmup() -> None:
+    w = Workload("poisson", "p", rate=5, prompt=LengthDist("fixed", 100), output=LengthDist())
+    arrivals = build_arrivals(w)
+    assert arrivals == build_arrivals(w)  # deterministic for the seed
+    stats = compute_stats(arrivals)
+    assert stats.prompt_mean == 100 and stats.total_max == 356
+    assert 4 < stats.rate < 6
+
+
+def test_trace_lengths_can_be_replaced() -> None:
+    w = Workload("trace", "t", trace="conv", output=LengthDist("fixed", 7))
+    arrivals = build_arrivals(w)
+    assert {r.max_tokens for r in arrivals.requests} == {7}
+    assert len(arrivals.requests) > 19000
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kind": "trace"},
+        {"kind": "poisson", "rate": 0, "prompt": LengthDist(), "output": LengthDist()},
+        {"kind": "closed", "concurrency": 4},
+    ],
+)
+def test_incomplete_workloads_are_refused(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="needs"):
+        Workload(label="x", **kwargs)  # type: ignore[arg-type]
