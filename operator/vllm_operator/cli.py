@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "run": "Run the operator (kopf) against the current kubeconfig or in-cluster.",
     "render": "Print every child manifest of a VLLMService file, no cluster needed.",
     "crds": "Print the CustomResourceDefinitions generated from the API models.",
+    "plan": "Plan budgets, replicas and GPU type for a workload and an SLO, in the engine model.",
 }
 
 

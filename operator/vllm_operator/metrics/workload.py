@@ -1,0 +1,84 @@
+"""What a VLLMService's clients sent over a window, for `vllm-operator plan --from-prometheus`.
+
+The arrival rate counts every request the servers answered or refused with 503 (finished plus
+admission rejections); the length distributions are vLLM's own histograms of finished requests,
+`vllm:request_prompt_tokens` and `vllm:request_generation_tokens`, as the increase of each
+bucket over the window summed over pods. The PromQL is built here (pure); `query_workload` is
+the I/O, through the same client as the tuner's snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from vllm_operator.metrics.prometheus import PrometheusClientLike
+from vllm_operator.metrics.queries import build_range, build_selector
+from vllm_operator.metrics.vectors import parse_vector
+
+PROMPT_HISTOGRAM: Final = "vllm:request_prompt_tokens"
+OUTPUT_HISTOGRAM: Final = "vllm:request_generation_tokens"
+
+
+class WorkloadQueryError(ValueError):
+    """The workload cannot be read: Prometheus failed or holds no traffic for the service."""
+
+
+@dataclass(frozen=True)
+class ObservedWorkload:
+    rate: float  # requests/s offered (finished + 503s)
+    prompt_buckets: tuple[tuple[float, float], ...]  # (le, cumulative count over the window)
+    output_buckets: tuple[tuple[float, float], ...]
+    window_seconds: float
+
+
+def build_workload_queries(namespace: str, name: str, window_seconds: float) -> dict[str, str]:
+    sel, rng = build_selector(namespace, name), build_range(window_seconds)
+    return {
+        "rate": (
+            f"sum(rate(vllm:request_success_total{sel}[{rng}]))"
+            f" + (sum(rate(vllm:admission_rejections_total{sel}[{rng}])) or vector(0))"
+        ),
+        "prompt": f"sum by (le) (increase({PROMPT_HISTOGRAM}_bucket{sel}[{rng}]))",
+        "output": f"sum by (le) (increase({OUTPUT_HISTOGRAM}_bucket{sel}[{rng}]))",
+    }
+
+
+def _buckets(answer: object) -> tuple[tuple[float, float], ...]:
+    out = []
+    for sample in parse_vector(answer):
+        le = sample.labels.get("le")
+        if le is None or math.isnan(sample.value):
+            continue
+        out.append((float(le), sample.value))
+    return tuple(sorted(out))
+
+
+def query_workload(
+    prom: PrometheusClientLike, namespace: str, name: str, *, window: float, now: datetime
+) -> ObservedWorkload:
+    """The workload of `namespace/name` over `window` seconds to `now`; WorkloadQueryError."""
+    queries = build_workload_queries(namespace, name, window)
+    answers = {}
+    for key, query in queries.items():
+        try:
+            answers[key] = prom.custom_query(query, params={"time": now.timestamp()})
+        except Exception as exc:  # any client failure is one line for the user
+            where = getattr(prom, "url", "Prometheus")
+            detail = " ".join(str(exc).split())[:200]
+            raise WorkloadQueryError(f"{where}: the query for {key} failed: {detail}") from None
+    rates = parse_vector(answers["rate"])
+    rate = rates[0].value if rates else 0.0
+    if not rate > 0 or not math.isfinite(rate):
+        raise WorkloadQueryError(
+            f"no requests to {namespace}/{name} in the last {window:g}s: nothing to plan for"
+        )
+    prompt, output = _buckets(answers["prompt"]), _buckets(answers["output"])
+    if not prompt or not output:
+        raise WorkloadQueryError(
+            f"{namespace}/{name} has no {PROMPT_HISTOGRAM} / {OUTPUT_HISTOGRAM} buckets in the"
+            " window (is /metrics scraped with its histograms?)"
+        )
+    return ObservedWorkload(rate, prompt, output, window)
