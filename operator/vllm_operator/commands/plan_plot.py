@@ -53,9 +53,8 @@ def write_plot(path: str, result: PlanResult, target: Target) -> None:
                 alpha=0.7,
             )
         for p in points:
-            ax.annotate(
-                f"{p.candidate.replicas}x", (per_gpu(p), getattr(p, attr) * 1000), fontsize=7
-            )
+            text = f"{p.candidate.replicas}x s{p.flags['max_num_seqs']}"
+            ax.annotate(text, (per_gpu(p), getattr(p, attr) * 1000), fontsize=7)
         if limit is not None:
             ax.axhline(limit * 1000, color="grey", linestyle="--", label="SLO")
             ax.axhline(limit * (1 - target.margin) * 1000, color="grey", linestyle=":",

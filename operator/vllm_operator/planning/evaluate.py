@@ -2,9 +2,10 @@
 
 Open loop, per replica: a round-robin Service gives replica k of R the requests k, k+R, k+2R,
 ..., whatever happens to them, and the replicas do not interact, so replaying that share on one
-engine is exactly what that replica of the fleet does. Two replicas (k = 0 and R/2) are replayed
-and their requests pooled; fleet rates are theirs times R/2. A closed loop is driven against
-the whole fleet (its requests wait on each other). The step-time model is the twin's.
+engine is exactly what that replica of the fleet does. SIMULATED_REPLICAS of them are replayed
+(k = 0, R/2, ...) and their requests pooled; fleet rates are theirs times R over that number.
+A closed loop is driven against the whole fleet (its requests wait on each other). The
+step-time model is the twin's.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ CONTRACT_FLAGS = (
     "enable_chunked_prefill",
     "enable_prefix_caching",
 )
-SIMULATED_REPLICAS = 2
+SIMULATED_REPLICAS = 1
 
 
 @dataclass(frozen=True)
