@@ -69,6 +69,10 @@ bench-control: install ## Control policies side by side in the twin: bench/resul
 bench-fidelity: install ## The twin against measured vLLM (fit and held-out): bench/results/fidelity.*
 	python bench/fidelity.py
 
+.PHONY: bench-plan
+bench-plan: install ## The planner per example workload against vLLM's defaults: bench/results/planner.*
+	python bench/planner.py
+
 .PHONY: bench-operator
 bench-operator: install ## Operator scale benchmark on the local cluster (figures in bench/results/)
 	eval "$$(e2e/cluster.sh env)" && python bench/operator_scale.py
