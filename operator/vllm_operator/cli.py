@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn, TypeVar
 
 from vllm_operator import __version__
+
+T = TypeVar("T")
 
 # name -> one-line help. The module vllm_operator.commands.<name> holds the rest.
 COMMANDS: dict[str, str] = {
@@ -27,6 +29,14 @@ COMMANDS: dict[str, str] = {
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2, no traceback."""
+
+
+def look_up(flag: str, lookup: Callable[[str], T], name: str) -> T:
+    """`lookup(name)`, its KeyError (a message naming what is known) a UsageError for `flag`."""
+    try:
+        return lookup(name)
+    except KeyError as exc:
+        raise UsageError(f"{flag}: {exc.args[0]}") from None
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -15,7 +15,7 @@ import yaml
 
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.durations import duration_arg
-from vllm_operator.cli import UsageError
+from vllm_operator.cli import UsageError, look_up
 from vllm_operator.planning.candidate import Target, service_name
 from vllm_operator.planning.evaluate import Setting
 from vllm_operator.planning.lengths import SYNTAX, LengthSyntaxError, parse_lengths
@@ -163,14 +163,8 @@ def _catalog(args: argparse.Namespace) -> tuple[Catalog, str, str]:
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
     for gpu in args.gpu:
-        try:
-            catalog.gpu(gpu)
-        except KeyError as exc:
-            raise UsageError(f"--gpu: {exc.args[0]}") from None
-    try:
-        profile = catalog.model(args.model)
-    except KeyError as exc:
-        raise UsageError(f"--model: {exc.args[0]}") from None
+        look_up("--gpu", catalog.gpu, gpu)
+    profile = look_up("--model", catalog.model, args.model)
     model_id = args.model if "/" in args.model else (profile.aliases or (profile.name,))[0]
     return catalog, profile.name, model_id
 

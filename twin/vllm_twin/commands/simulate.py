@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator.api.durations import duration_arg
-from vllm_operator.cli import UsageError
+from vllm_operator.cli import UsageError, look_up
 from vllm_operator.sim import runner as sim_runner
 from vllm_operator.sim import workload as wl
 from vllm_operator.sim.balancer import BALANCERS
@@ -209,14 +209,8 @@ def _progress(quiet: bool) -> Callable[[float], None] | None:
 def simulate(args: argparse.Namespace) -> tuple[RunResult | BenchServeFigures, dict[str, Any]]:
     """An open-loop run (RunResult) or, with --concurrency, a closed loop's bench-serve figures."""
     catalog = _profiles(args)
-    try:
-        gpu = catalog.gpu(args.gpu)
-    except KeyError as exc:
-        raise UsageError(f"--gpu: {exc.args[0]}") from None
-    try:
-        model = catalog.model(args.model)
-    except KeyError as exc:
-        raise UsageError(f"--model: {exc.args[0]}") from None
+    gpu = look_up("--gpu", catalog.gpu, args.gpu)
+    model = look_up("--model", catalog.model, args.model)
     if (args.slo_ttft is None) != (args.slo_itl is None):
         raise UsageError("--slo-ttft and --slo-itl go together")
     cfg = engine_config_from(args)
