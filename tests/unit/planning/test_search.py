@@ -27,9 +27,9 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-def t4_load(rate: float = 8.0) -> Workload:
+def t4_load(rate: float = 8.0, horizon: float = 30) -> Workload:
     """Qwen2.5-3B on T4 at 8 req/s: the ITL target needs 4 replicas (3 hold TTFT only)."""
-    return Workload("poisson", "t4", rate=rate, prompt=EXP[0], output=EXP[1], horizon=30)
+    return Workload("poisson", "t4", rate=rate, prompt=EXP[0], output=EXP[1], horizon=horizon)
 
 
 T4_TARGET = Target(1.0, 0.1)
@@ -130,7 +130,7 @@ def test_a_sweep_evaluates_every_value_of_the_knob() -> None:
 
 def test_several_gpu_types_pick_the_cheapest() -> None:
     s = Setting(catalog(), "Qwen2.5-3B", Target(1.0, 0.1), {"T4": 0.35, "L4": 100.0})
-    result = plan(t4_load(), ["L4", "T4"], s, max_replicas=8)
+    result = plan(t4_load(rate=4, horizon=10), ["L4", "T4"], s, max_replicas=8)
     assert result.chosen.gpu == "T4"
     assert {p.gpu for p in result.plans} == {"L4", "T4"}
 
