@@ -16,6 +16,7 @@ import yaml
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.durations import duration_arg
 from vllm_operator.cli import UsageError, look_up
+from vllm_operator.config import OperatorConfig
 from vllm_operator.planning.candidate import Target, service_name
 from vllm_operator.planning.evaluate import Setting
 from vllm_operator.planning.lengths import SYNTAX, LengthSyntaxError, parse_lengths
@@ -162,8 +163,14 @@ def _catalog(args: argparse.Namespace) -> tuple[Catalog, str, str]:
         catalog = load_catalog()
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
+    known = OperatorConfig().gpu_catalog.known()  # what a VLLMService's spec.gpu.type may name
     for gpu in args.gpu:
         look_up("--gpu", catalog.gpu, gpu)
+        if gpu not in known:
+            raise UsageError(
+                f"--gpu: {gpu!r} has an engine profile but is not in the operator's GPU "
+                f"catalog; known: {', '.join(known)}"
+            )
     profile = look_up("--model", catalog.model, args.model)
     model_id = args.model if "/" in args.model else (profile.aliases or (profile.name,))[0]
     return catalog, profile.name, model_id

@@ -88,6 +88,7 @@ def test_a_sweep_reports_each_grid_value(capsys: pytest.CaptureFixture[str]) -> 
     ("change", "says"),
     [
         (["--gpu", "B300"], "--gpu: unknown GPU 'B300'"),
+        (["--gpu", "A40"], "--gpu: 'A40' has an engine profile but is not in the operator's"),
         (["--model", "gpt-5"], "--model: unknown model 'gpt-5'"),
         (["--prompt-len", "gauss:5"], "--prompt-len: 'gauss:5' is not a length distribution"),
         (["--slo-itl", "1ms"], "no configuration meets the SLO"),
