@@ -63,18 +63,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--concurrency", type=_number(1, 100_000, int), metavar="N", help="closed loop"
     )
     src.add_argument("--from-prometheus", metavar="URL", help="read the workload of --service")
-    w.add_argument("--rate-multiplier", type=_number(1e-3, 1e4), default=1.0, help="trace speed")
+    w.add_argument("--rate-multiplier", type=_number(1e-3, 1e4), default=1.0, metavar="X",
+                   help="trace speed-up")  # fmt: skip
     w.add_argument("--service", metavar="NAMESPACE/NAME", help="the VLLMService to read or name")
-    w.add_argument("--window", type=duration_arg, default=3600.0, help="Prometheus range (1h)")
+    w.add_argument("--window", type=duration_arg, default=3600.0, metavar="DURATION",
+                   help="Prometheus range (default 1h)")  # fmt: skip
     w.add_argument("--prompt-len", metavar="DIST", help=f"prompt tokens: {SYNTAX}")
     w.add_argument("--output-len", metavar="DIST", help=f"output tokens: {SYNTAX}")
     s = p.add_argument_group("SLO")
-    s.add_argument("--slo-ttft", type=duration_arg, required=True, help="TTFT p95, e.g. 800ms")
-    s.add_argument("--slo-itl", type=duration_arg, help="ITL p95, e.g. 50ms")
-    s.add_argument("--max-rejection-ratio", type=_number(0, 1), default=0.01, help="503 share")
+    s.add_argument("--slo-ttft", type=duration_arg, required=True, metavar="DURATION",
+                   help="TTFT p95, e.g. 800ms")  # fmt: skip
+    s.add_argument("--slo-itl", type=duration_arg, metavar="DURATION", help="ITL p95, e.g. 50ms")
+    s.add_argument("--max-rejection-ratio", type=_number(0, 1), default=0.01, metavar="R",
+                   help="503 share (default 0.01)")  # fmt: skip
     o = p.add_argument_group("search and output")
     o.add_argument("--sweep", metavar="KNOB=V1,V2,..", help="one budget flag on a fixed grid")
-    o.add_argument("--max-replicas", type=_number(1, MAX_REPLICAS, int), default=16)
+    o.add_argument("--max-replicas", type=_number(1, MAX_REPLICAS, int), default=16, metavar="N",
+                   help="per GPU type (default 16)")  # fmt: skip
     o.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
     o.add_argument("--plot", metavar="FILE.png", help="throughput against latency per point")
 
