@@ -106,4 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m vllm_operator.cli` runs this file as __main__; the commands raise the package
+    # module's UsageError, so run the package module's main() for run_cli to catch it.
+    from vllm_operator.cli import main as package_main
+
+    sys.exit(package_main())

@@ -122,3 +122,17 @@ def test_from_prometheus_needs_a_service(capsys: pytest.CaptureFixture[str]) -> 
             "--from-prometheus", "http://127.0.0.1:9"]  # fmt: skip
     code, _, err = run(argv, capsys)
     assert code == 2 and "--from-prometheus needs --service NAMESPACE/NAME" in err
+
+
+def test_run_as_a_module_a_usage_error_is_still_one_line_and_exit_2() -> None:
+    # `python -m vllm_operator.cli` loads cli.py twice (as __main__ and as the package module);
+    # the commands raise the package module's UsageError, which must still be caught.
+    import subprocess
+    import sys
+
+    argv = ["plan", "--gpu", "NoSuchGPU", "--model", "x", "--concurrency", "1", "--slo-ttft", "1s"]
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_operator.cli", *argv], capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "--gpu" in done.stderr, done.stderr
