@@ -1,4 +1,5 @@
-"""python -m bench.control_loop [--quick] [--scenarios ...] [--policies ...] [--jobs N] [--out DIR]
+"""python -m bench.control_loop [--quick] [--scenarios ...] [--policies ...] [--seeds N] [--jobs N]
+[--out DIR]
 
 Progress goes to stderr; the results table is printed and written with JSON and PNGs to --out.
 """
@@ -16,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import report
-from .run import POLICIES, run_all
-from .scenarios import DEFAULT, QUICK, Scenario
+from .run import POLICIES, run_all, with_seeds
+from .scenarios import DEFAULT, QUICK, SEEDS, Scenario
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenarios", help="comma-separated names, e.g. l4-3b/conv")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
     p.add_argument("--duration", type=float, help="virtual seconds per scenario (override)")
+    p.add_argument("--seeds", type=int, help=f"runs per scenario (default {SEEDS}, --quick 1)")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--out", type=Path, help="default bench/results (--quick: a temp dir)")
     p.add_argument("--no-plots", action="store_true")
@@ -51,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.perf_counter()
     load = round(os.getloadavg()[0], 2)
-    results = run_all(_select(args), args.policies.split(","), jobs=args.jobs)
+    seeds = args.seeds or (1 if args.quick else SEEDS)
+    if seeds < 1:
+        raise SystemExit("--seeds must be at least 1")
+    runs = with_seeds(_select(args), seeds)
+    results = run_all(runs, args.policies.split(","), jobs=args.jobs)
     meta = {
         "command": " ".join(
             ["python -m bench.control_loop", *(sys.argv[1:] if argv is None else argv)]

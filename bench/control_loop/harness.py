@@ -3,8 +3,10 @@
 Modelled delays: a new replica takes traffic 240 s +- 30 s (uniform, seeded) after it is asked
 for (model load); a flag change replaces every pod the same way, one at a time (the operator's
 Deployment: maxUnavailable 1, maxSurge 0); Prometheus scrapes every pod every 15 s; controllers
-act on their own period (policies.py). GPU time runs from the moment a pod is asked for (its GPU
-is held while the model loads) until it has drained, clipped to the arrivals' span.
+act on their own period (policies.py). A node loss (scenarios.py) takes half the pods away at
+once and the Deployment asks for their replacements, which load like any new pod. GPU time
+runs from the moment a pod is asked for (its GPU is held while the model loads) until it has
+drained, clipped to the arrivals' span.
 """
 
 from __future__ import annotations
@@ -71,6 +73,31 @@ class Controls:
         if self.replicas > target:
             self.fleet.set_replicas(target, now)
 
+    def lose_nodes(self, now: float) -> None:
+        """Half the pods' nodes are gone: those pods stop (the newest first, as the fleet picks
+        them; what they hold still finishes, a simplification) and the Deployment, not the
+        policy, creates their replacements, each loading for its own delay."""
+        asked = self.replicas
+        lost = asked // 2
+        if lost < 1:
+            return
+        self.fleet.set_replicas(asked - lost, now)
+        while self.replicas < asked:
+            known = {r.id for r in self.fleet.live}
+            self.fleet.set_replicas(self.replicas + 1, now, self.rng.uniform(*READY_DELAY))
+            self.created.update({r.id: now for r in self.fleet.live if r.id not in known})
+
+    def ready_seconds(self) -> tuple[float, ...]:
+        """Creation to ready of the pods ready now (the operator reads it from pod conditions);
+        the pods ready from the start have none."""
+        return tuple(
+            sorted(
+                r.ready_at - self.created[r.id]
+                for r in self.fleet.ready
+                if r.id in self.created and r.ready_at > self.created[r.id]
+            )
+        )
+
     def restart(self, cfg: EngineConfig, now: float) -> None:
         self._restart_delay = self.rng.uniform(*READY_DELAY)
         self.fleet.restart_all(cfg, now, self._restart_delay, max_unavailable=1)
@@ -125,6 +152,7 @@ class Policy(Protocol):
 class Outcome:
     scenario: str
     policy: str
+    seed: int
     offered: int
     slo_share: float  # requests with TTFT and their own ITL p95 within the SLO, of offered
     window_share: float  # 1-minute windows whose p95s met the SLO
@@ -150,13 +178,15 @@ def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
     gpu, model = catalog.gpu(scenario.profile.gpu), catalog.model(scenario.profile.model)
     fleet = ObservedFleet(cfg, gpu, model, replicas, balancer=BALANCER)
     # the same delays, in the same order, for every policy of a scenario
-    controls = Controls(fleet, random.Random(f"delays:{scenario.name}"))
+    controls = Controls(fleet, random.Random(f"delays:{scenario.name}:{scenario.seed}"))
     ctx = Context(scenario, fleet, ScrapeStore(), controls)
 
     def on_tick(now: float, _fleet: Fleet) -> None:
         if now % SCRAPE_INTERVAL == 0:
             scrape_fleet(ctx.store, fleet, now)
         controls.note_replacements()
+        if scenario.node_loss_at is not None and now == scenario.node_loss_at:
+            controls.lose_nodes(now)
         policy.on_tick(now, ctx)
 
     result = run(
@@ -180,6 +210,7 @@ def _outcome(
     return Outcome(
         scenario=scenario.name,
         policy=policy.name,
+        seed=scenario.seed,
         offered=f.offered,
         slo_share=f.goodput_share or 0.0,
         window_share=window_share(windows),

@@ -12,10 +12,11 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from .measure import WINDOW
+from .report import Group
 from .run import POLICIES, ScenarioResult
 
 # matplotlib's tab10, one colour per policy in the table's order
-_TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+_TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e377c2", "#9467bd", "#8c564b")
 COLORS = dict(zip(POLICIES, _TAB10, strict=True))
 
 
@@ -52,20 +53,23 @@ def plot_timelines(results: Sequence[ScenarioResult], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_tradeoff(results: Sequence[ScenarioResult], path: Path) -> None:
-    cols = min(4, len(results))
-    rows = math.ceil(len(results) / cols)
+def plot_tradeoff(groups: Sequence[Group], path: Path) -> None:
+    """Per scenario: mean GPU-hours against mean windows in SLO, bars the 95% intervals."""
+    cols = min(4, len(groups))
+    rows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows), squeeze=False)
     flat = [ax for row in axes for ax in row]
-    for ax, sr in zip(flat, results, strict=False):
-        ax.axvline(sr.oracle.gpu_hours, color="black", linestyle=":", label="oracle GPU-h")
-        for name, out in sr.outcomes.items():
-            ax.scatter(out.gpu_hours, out.window_share * 100, color=COLORS.get(name), label=name)
-        ax.set_title(sr.scenario.name)
+    for ax, g in zip(flat, groups, strict=False):
+        ax.axvline(g.oracle_gpu().mean, color="black", linestyle=":", label="oracle GPU-h")
+        for name in g.policies():
+            gpu, win = g.figure(name, "gpu_hours"), g.figure(name, "windows_in_slo")
+            ax.errorbar(gpu.mean, win.mean * 100, xerr=gpu.half, yerr=win.half * 100, fmt="o",
+                        color=COLORS.get(name), label=name, capsize=2)  # fmt: skip
+        ax.set_title(g.name)
         ax.set_xlabel("GPU-hours")
         ax.set_ylabel("% of 1-min windows in SLO")
         ax.grid(alpha=0.3)
-    for ax in flat[len(results) :]:
+    for ax in flat[len(groups) :]:
         ax.axis("off")
     flat[0].legend(fontsize=7)
     fig.tight_layout()

@@ -10,7 +10,14 @@
      60 s stable window, or over the 6 s panic window in panic mode (entered when the panic
      desire is at least twice the ready pods, left after 60 s without that; no scale-down in
      panic); scale-down by at most half the ready pods per decision.
-5-6  Ours: the operator's decide() every 30 s on a snapshot built from the scraped samples
+5    llm-d WVA, its saturation analyzer's defaults as its docs describe them, every 30 s on
+     max_over_time(...[1m]) of each ready pod's KV usage and waiting requests: a replica is
+     saturated at KV usage >= 0.80 or >= 5 waiting; the spare of a replica that is not is
+     0.80 - KV and 5 - waiting; scale up one replica when the average spare KV falls under 0.10
+     or the average spare queue under 3 (or every replica is saturated), never while a replica
+     is pending; scale down one only if the load of the fleet spread over one replica fewer
+     keeps both spares at or above those triggers.
+6-7  Ours: the operator's decide() every 30 s on a snapshot built from the scraped samples
      (vllm_twin/observe.py), with the state it returns, and the operator's plan of the pass
      (tuning/plan.py) carried out on the fleet; autotune Off (replicas only) or Auto.
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from vllm_operator.api.v1alpha1 import VLLMService
@@ -148,6 +155,61 @@ class Kpa:
 
 
 @dataclass
+class Wva:
+    initial: int
+    name: str = "wva-saturation"
+    tick: float = 30.0
+    lookback: float = 60.0  # max_over_time[1m]
+    kv_saturated: float = 0.80
+    queue_saturated: float = 5.0
+    kv_spare_trigger: float = 0.10
+    queue_spare_trigger: float = 3.0
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        return self.initial, engine_config(scenario.profile.spec(self.initial, "Off"))
+
+    def _pods(self, now: float, ctx: Context) -> list[tuple[float, float]]:
+        """(KV usage, waiting) per ready pod, each the max over the last minute's scrapes."""
+        store, out = ctx.store, []
+        for pod, up in store.targets.items():
+            recent = [s for s in store.series.get(pod, []) if s.time > now - self.lookback]
+            if up and recent:
+                out.append((max(s.kv_usage for s in recent), max(s.waiting for s in recent)))
+        return out
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        pods = self._pods(now, ctx)
+        if not pods:
+            return  # no metric: nothing to analyse
+        current = ctx.controls.replicas
+        free = [(kv, q) for kv, q in pods if kv < self.kv_saturated and q < self.queue_saturated]
+        if free:
+            spare_kv = sum(self.kv_saturated - kv for kv, _ in free) / len(free)
+            spare_q = sum(self.queue_saturated - q for _, q in free) / len(free)
+        else:
+            spare_kv = spare_q = 0.0
+        pending = current > len(ctx.fleet.ready)
+        if spare_kv < self.kv_spare_trigger or spare_q < self.queue_spare_trigger:
+            if not pending:
+                ctx.controls.scale_to(_clamp(current + 1), now)
+            return
+        if current <= MIN_REPLICAS or len(free) < len(pods):
+            return
+        # the simulated removal: the same load on one replica fewer
+        fewer = current - 1
+        kv_after = self.kv_saturated - sum(kv for kv, _ in pods) / fewer
+        q_after = self.queue_saturated - sum(q for _, q in pods) / fewer
+        if kv_after >= self.kv_spare_trigger and q_after >= self.queue_spare_trigger:
+            ctx.controls.scale_to(_clamp(fewer), now)
+
+    def notes(self) -> dict[str, int]:
+        return {}
+
+    def log(self) -> list[str]:
+        return []
+
+
+@dataclass
 class Ours:
     name: str
     autotune: str  # "Off": replicas only; "Auto": replicas and budgets
@@ -169,12 +231,17 @@ class Ours:
         return self.initial, engine_config(self.spec)
 
     def on_tick(self, now: float, ctx: Context) -> None:
-        if now % self.period:
+        # Like the KPA, it waits for its window to fill: an operator that had been running
+        # there would find Prometheus' history, and a half-empty window reads every rate low.
+        if now % self.period or now < self.window:
             return
         stale_after = self.settings.staleness_limit.total_seconds()
         snapshot = observe_snapshot(
             ctx.store, ctx.fleet, now, window=self.window, epoch=EPOCH, stale_after=stale_after
         )
+        if snapshot.fleet is not None:  # what the operator reads from the pods' conditions
+            fleet = replace(snapshot.fleet, ready_seconds=ctx.controls.ready_seconds())
+            snapshot = replace(snapshot, fleet=fleet)
         at = EPOCH + timedelta(seconds=now)
         decision = decide(self.spec, snapshot, self.state, at, self.settings)
         self.state = decision.state  # persisted exactly as returned, like status.tuning

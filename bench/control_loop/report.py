@@ -1,93 +1,172 @@
-"""The results: a markdown table, the targets of issue 6 checked one by one, JSON, and plots."""
+"""The results: means over the seeds with 95% intervals, issue 14's targets checked, JSON, plots."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from .harness import Outcome
 from .run import ScenarioResult
 
-TARGET_NAMES = (
-    "ours-full: >= 99% of windows in SLO and <= 0.5% 503s",
-    "ours-full: GPU-hours <= 1.10x the oracle",
-    "ours-full: >= 25% fewer GPU-hours than static-peak",
-    "ours-full: >= 10x fewer 503s than hpa-waiting, at no more GPU-hours",
-    "ours-full: >= 30% fewer scaling actions than kpa-running",
-)
+OURS = ("ours-replicas", "ours-full")
+REACTIVE = ("hpa-waiting", "kpa-running", "wva-saturation")
+# Student's t, two-sided 95%, by degrees of freedom (n - 1); 1.96 beyond the table
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 
-def _ms(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds * 1000:.0f}"
+@dataclass(frozen=True)
+class Stat:
+    mean: float
+    half: float  # half-width of the 95% interval (t distribution); 0 for one run
+
+    def show(self, fmt: Callable[[float], str]) -> str:
+        return fmt(self.mean) if self.half == 0 else f"{fmt(self.mean)} ± {fmt(self.half)}"
 
 
-def check_targets(sr: ScenarioResult) -> list[tuple[str, bool | None, str]]:
-    """(target, met, the figures behind it); met is None when a policy it needs did not run."""
-    o, oracle = sr.outcomes, sr.oracle
-    ours = o.get("ours-full")
-    if ours is None:
-        return [(name, None, "ours-full not run") for name in TARGET_NAMES]
-    out: list[tuple[str, bool | None, str]] = [
-        (
-            TARGET_NAMES[0],
-            ours.window_share >= 0.99 and ours.rejected_share <= 0.005,
-            f"{ours.window_share:.1%} windows, {ours.rejected_share:.2%} 503s",
-        ),
-        (
-            TARGET_NAMES[1],
-            ours.gpu_hours <= 1.10 * oracle.gpu_hours,
-            f"{ours.gpu_hours / oracle.gpu_hours:.2f}x ({ours.gpu_hours:.2f} vs "
-            f"{oracle.gpu_hours:.2f} GPU-h)",
-        ),
-    ]
-    peak, hpa, kpa = o.get("static-peak"), o.get("hpa-waiting"), o.get("kpa-running")
-    if peak is None:
-        out.append((TARGET_NAMES[2], None, "static-peak not run"))
-    else:
-        saved = 1 - ours.gpu_hours / peak.gpu_hours
-        out.append((TARGET_NAMES[2], saved >= 0.25, f"{saved:.0%} fewer"))
-    if hpa is None:
-        out.append((TARGET_NAMES[3], None, "hpa-waiting not run"))
-    else:
-        figures = (
-            f"503s {ours.rejected} vs {hpa.rejected}, GPU-h {ours.gpu_hours:.2f} vs "
-            f"{hpa.gpu_hours:.2f}"
-        )
-        if hpa.rejected == 0:  # nothing to be 10x fewer than
-            out.append((TARGET_NAMES[3], None, f"{figures} (no 503s to compare)"))
-        else:
-            met = ours.rejected * 10 <= hpa.rejected and ours.gpu_hours <= hpa.gpu_hours
-            out.append((TARGET_NAMES[3], met, figures))
-    if kpa is None:
-        out.append((TARGET_NAMES[4], None, "kpa-running not run"))
-    else:
-        met = ours.scaling_actions <= 0.7 * kpa.scaling_actions
-        out.append(
-            (TARGET_NAMES[4], met, f"{ours.scaling_actions} vs {kpa.scaling_actions} actions")
-        )
+def stat(values: Sequence[float]) -> Stat:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return Stat(math.nan, 0.0)
+    n = len(values)
+    mean = sum(values) / n
+    if n == 1:
+        return Stat(mean, 0.0)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    t = _T95[n - 2] if n - 2 < len(_T95) else 1.96
+    return Stat(mean, t * sd / math.sqrt(n))
+
+
+FIGURES: dict[str, Callable[[ScenarioResult, Outcome], float]] = {
+    "requests_in_slo": lambda sr, o: o.slo_share,
+    "windows_in_slo": lambda sr, o: o.window_share,
+    "rejected_share": lambda sr, o: o.rejected_share,
+    "rejected": lambda sr, o: float(o.rejected),
+    "gpu_hours": lambda sr, o: o.gpu_hours,
+    "x_oracle": lambda sr, o: o.gpu_hours / sr.oracle.gpu_hours if sr.oracle.gpu_hours else 0.0,
+    "scaling_actions": lambda sr, o: float(o.scaling_actions),
+    "restarts": lambda sr, o: float(o.restarts),
+    "ttft_p95": lambda sr, o: o.ttft_p95,
+    "itl_p95": lambda sr, o: o.itl_p95,
+}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One scenario over its seeds."""
+
+    name: str
+    runs: list[ScenarioResult]
+
+    @property
+    def feasible(self) -> bool:
+        return all(all(sr.oracle.feasible) for sr in self.runs)
+
+    def oracle_gpu(self) -> Stat:
+        return stat([sr.oracle.gpu_hours for sr in self.runs])
+
+    def policies(self) -> list[str]:
+        return list(dict.fromkeys(p for sr in self.runs for p in sr.outcomes))
+
+    def figure(self, policy: str, name: str) -> Stat:
+        fn = FIGURES[name]
+        return stat([fn(sr, sr.outcomes[policy]) for sr in self.runs if policy in sr.outcomes])
+
+
+def group(results: Sequence[ScenarioResult]) -> list[Group]:
+    out: dict[str, list[ScenarioResult]] = {}
+    for sr in results:
+        out.setdefault(sr.scenario.name, []).append(sr)
+    return [Group(name, runs) for name, runs in out.items()]
+
+
+def _pct(v: float) -> str:
+    return f"{v:.1%}"
+
+
+def _pct2(v: float) -> str:
+    return f"{v:.2%}"
+
+
+def _f2(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def _f1(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def _ms(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v * 1000:.0f}"
+
+
+Check = tuple[str, bool | None, str]  # (target, met; None = not applicable, figures)
+
+
+def check_targets(g: Group) -> list[Check]:
+    """Issue 14's targets on this scenario's means (None where a policy did not run or the
+    target does not apply)."""
+    have = set(g.policies())
+    out: list[Check] = []
+    oracle = g.oracle_gpu().mean
+    for ours in (p for p in OURS if p in have):
+        win, rej = g.figure(ours, "windows_in_slo").mean, g.figure(ours, "rejected_share").mean
+        slo = win >= 0.99 and rej <= 0.005
+        out.append((f"{ours}: >= 99% of windows and <= 0.5% 503s",
+                    slo if g.feasible else None,
+                    f"{win:.1%} windows, {rej:.2%} 503s"
+                    + ("" if g.feasible else " (the oracle misses some block)")))  # fmt: skip
+        gpu = g.figure(ours, "gpu_hours").mean
+        out.append((f"{ours}: GPU-hours <= 1.10x the oracle", gpu <= 1.10 * oracle,
+                    f"{gpu / oracle:.2f}x ({gpu:.2f} vs {oracle:.2f})"))  # fmt: skip
+    if "ours-full" not in have:
+        return out
+    fig = lambda p, n: g.figure(p, n).mean  # noqa: E731
+    gpu, win = fig("ours-full", "gpu_hours"), fig("ours-full", "windows_in_slo")
+    if "static-peak" in have:
+        saved = 1 - gpu / fig("static-peak", "gpu_hours")
+        peak_win = fig("static-peak", "windows_in_slo")
+        out.append(("ours-full: >= 25% fewer GPU-hours than static-peak, no fewer windows",
+                    saved >= 0.25 and win >= peak_win,
+                    f"{saved:.0%} fewer, windows {win:.1%} vs {peak_win:.1%}"))  # fmt: skip
+    rejected, actions = fig("ours-full", "rejected"), fig("ours-full", "scaling_actions")
+    for base in (p for p in REACTIVE if p in have):
+        theirs, their_gpu = fig(base, "rejected"), fig(base, "gpu_hours")
+        figures = f"503s {rejected:.0f} vs {theirs:.0f}, GPU-h {gpu:.2f} vs {their_gpu:.2f}"
+        applies = theirs > 0 and their_gpu >= gpu  # "at no more GPU-hours, where they reject"
+        met = rejected * 10 <= theirs if applies else None
+        out.append((f"ours-full: >= 10x fewer 503s than {base} (where it rejects, at no more "
+                    "GPU-h)", met, figures))  # fmt: skip
+        theirs_actions = fig(base, "scaling_actions")
+        out.append((f"ours-full: >= 30% fewer scaling actions than {base}",
+                    actions <= 0.7 * theirs_actions,
+                    f"{actions:.1f} vs {theirs_actions:.1f} actions"))  # fmt: skip
     return out
 
 
-def _row(sr: ScenarioResult, out: Outcome) -> str:
-    ratio = out.gpu_hours / sr.oracle.gpu_hours if sr.oracle.gpu_hours else math.nan
+def _row(g: Group, policy: str) -> str:
+    f = g.figure
     return (
-        f"| {sr.scenario.name} | {out.policy} | {out.slo_share:.1%} | {out.window_share:.1%} "
-        f"| {out.rejected_share:.2%} | {out.gpu_hours:.2f} | {ratio:.2f} | {out.scaling_actions} "
-        f"| {out.restarts} | {_ms(out.ttft_p95)} | {_ms(out.itl_p95)} |"
+        f"| {g.name} | {policy} | {f(policy, 'requests_in_slo').show(_pct)} "
+        f"| {f(policy, 'windows_in_slo').show(_pct)} | {f(policy, 'rejected_share').show(_pct2)} "
+        f"| {f(policy, 'gpu_hours').show(_f2)} | {f(policy, 'x_oracle').show(_f2)} "
+        f"| {f(policy, 'scaling_actions').show(_f1)} | {f(policy, 'restarts').show(_f1)} "
+        f"| {_ms(f(policy, 'ttft_p95').mean)} | {_ms(f(policy, 'itl_p95').mean)} |"
     )
 
 
-def to_markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+def _header(groups: Sequence[Group], meta: dict[str, Any]) -> list[str]:
+    seeds = max((len(g.runs) for g in groups), default=0)
     lines = [
         "# Control-loop benchmark",
         "",
         f"`{meta['command']}`: {meta['date']}, {meta['machine']}, {meta['wall_seconds']:.0f} s "
-        "wall. Seeds are fixed: the same command gives the same figures. Method, policies and "
-        "caveats: docs/benchmarks.md.",
+        f"wall. {seeds} seeds per scenario; figures are means over them, ± the half-width of "
+        "the 95% interval (Student's t). Seeds are fixed: the same command gives the same "
+        "figures. Method, policies and caveats: docs/benchmarks.md.",
         "",
         "Columns: requests whose TTFT and own ITL p95 met the SLO (503s count as misses); "
         "1-minute windows (by arrival) whose TTFT and ITL p95 met the SLO; 503 share (vLLM "
@@ -95,70 +174,103 @@ def to_markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         "the oracle's; replica changes; pods replaced by budget retunes; p95 over the run (ms).",
         "",
     ]
-    for sr in results:
-        s, p = sr.scenario, sr.scenario.profile
+    for g in groups:
+        first = g.runs[0]
+        s, p = first.scenario, first.scenario.profile
         lines.append(
-            f"- **{s.name}**: {p.gpu} + {p.model}, {s.describe()}; SLO TTFT p95 "
+            f"- **{g.name}**: {p.gpu} + {p.model}, {s.describe()}; SLO TTFT p95 "
             f"{p.slo.ttft * 1000:.0f} ms, ITL p95 {p.slo.itl * 1000:.0f} ms, 503s <= 0.5%; "
-            f"spec budgets {p.budgets()}; "
-            f"oracle counts per {sr.oracle.block:.0f} s: {sr.oracle.counts}"
-            + ("" if all(sr.oracle.feasible) else " (some blocks missed the SLO even at max)")
+            f"spec budgets {p.budgets()}; oracle counts per {first.oracle.block:.0f} s "
+            f"(first seed): {first.oracle.counts}"
+            + ("" if g.feasible else " (some blocks missed the SLO even at max)")
         )
+    return lines
+
+
+def to_markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+    groups = group(results)
+    lines = _header(groups, meta)
     lines += [
         "",
         "| scenario | policy | requests in SLO | windows in SLO | 503s | GPU-h | x oracle "
         "| scaling actions | pod restarts | TTFT p95 | ITL p95 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for sr in results:
+    for g in groups:
         lines.append(
-            f"| {sr.scenario.name} | oracle (bound) | - | - | - | {sr.oracle.gpu_hours:.2f} "
+            f"| {g.name} | oracle (bound) | - | - | - | {g.oracle_gpu().show(_f2)} "
             "| 1.00 | - | - | - | - |"
         )
-        lines += [_row(sr, out) for out in sr.outcomes.values()]
-    lines += ["", "## Targets (issue 6), policy 6 = ours-full", ""]
-    checks = {sr.scenario.name: check_targets(sr) for sr in results}
+        lines += [_row(g, policy) for policy in g.policies()]
+    checks = {g.name: check_targets(g) for g in groups}
+    names = list(dict.fromkeys(t for c in checks.values() for t, _, _ in c))
+    lines += ["", "## Targets (issue 14), on the means", ""]
     lines += ["| target | met in | not met in |", "|---|---|---|"]
-    for k, name in enumerate(TARGET_NAMES):
-        met_in = [s for s, c in checks.items() if c[k][1] is True]
-        missed = [s for s, c in checks.items() if c[k][1] is False]
+    for name in names:
+        met_in = [s for s, c in checks.items() for t, m, _ in c if t == name and m is True]
+        missed = [s for s, c in checks.items() for t, m, _ in c if t == name and m is False]
         lines.append(f"| {name} | {', '.join(met_in) or '-'} | {', '.join(missed) or '-'} |")
     lines += ["", "| target | scenario | met | figures |", "|---|---|---|---|"]
-    for name in TARGET_NAMES:
-        for sr in results:
-            for target, met, figures in check_targets(sr):
+    for name in names:
+        for scenario, c in checks.items():
+            for target, met, figures in c:
                 if target == name:
                     mark = "n/a" if met is None else ("yes" if met else "**no**")
-                    lines.append(f"| {name} | {sr.scenario.name} | {mark} | {figures} |")
-    lines += ["", "## What ours-full did", ""]
-    for sr in results:
-        ours = sr.outcomes.get("ours-full")
+                    lines.append(f"| {name} | {scenario} | {mark} | {figures} |")
+    lines += ["", "## What ours-full did (first seed)", ""]
+    for g in groups:
+        ours = g.runs[0].outcomes.get("ours-full")
         if ours is None:
             continue
         reasons = ", ".join(f"{k} {v}" for k, v in ours.notes.items())
-        lines += [f"**{sr.scenario.name}**: decisions by reason: {reasons}.", ""]
-        lines += [f"    {line}" for line in ours.log[:40]]
-        if len(ours.log) > 40:
-            lines.append(f"    ... {len(ours.log) - 40} more")
+        lines += [f"**{g.name}**: decisions by reason: {reasons}.", ""]
+        lines += [f"    {line}" for line in ours.log[:25]]
+        if len(ours.log) > 25:
+            lines.append(f"    ... {len(ours.log) - 25} more")
         lines.append("")
     return "\n".join(lines)
 
 
 def to_json(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+    groups = group(results)
+    firsts = {g.name: g.runs[0] for g in groups}
     data = {
         "meta": meta,
-        "scenarios": [
+        "summary": [
+            {
+                "name": g.name,
+                "seeds": [sr.scenario.seed for sr in g.runs],
+                "oracle_gpu_hours": asdict(g.oracle_gpu()),
+                "policies": {
+                    p: {name: asdict(g.figure(p, name)) for name in FIGURES} for p in g.policies()
+                },
+                "targets": [{"target": t, "met": m, "figures": f} for t, m, f in check_targets(g)],
+            }
+            for g in groups
+        ],
+        "runs": [
             {
                 "name": sr.scenario.name,
+                "seed": sr.scenario.seed,
                 "description": sr.scenario.describe(),
                 "oracle": asdict(sr.oracle),
-                "outcomes": {name: asdict(out) for name, out in sr.outcomes.items()},
-                "targets": [{"target": t, "met": m, "figures": f} for t, m, f in check_targets(sr)],
+                "outcomes": {
+                    name: _outcome_json(out, first=sr is firsts[sr.scenario.name])
+                    for name, out in sr.outcomes.items()
+                },
             }
             for sr in results
         ],
     }
-    return json.dumps(_no_nan(data), indent=1, allow_nan=False) + "\n"
+    return json.dumps(_no_nan(data), indent=None, allow_nan=False) + "\n"
+
+
+_SERIES = ("timeline", "minute_ttft_p95", "log")  # the first seed's are enough to read and plot
+
+
+def _outcome_json(out: Outcome, first: bool) -> dict[str, Any]:
+    data = asdict(out)
+    return data if first else {k: v for k, v in data.items() if k not in _SERIES}
 
 
 def _no_nan(value: Any) -> Any:
@@ -179,5 +291,6 @@ def write(results: Sequence[ScenarioResult], meta: dict[str, Any], out: Path, pl
     if plots:
         from .plots import plot_timelines, plot_tradeoff  # matplotlib only when asked
 
-        plot_timelines(results, out / "control_loop.timeline.png")
-        plot_tradeoff(results, out / "control_loop.tradeoff.png")
+        groups = group(results)
+        plot_timelines([g.runs[0] for g in groups], out / "control_loop.timeline.png")
+        plot_tradeoff(groups, out / "control_loop.tradeoff.png")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .harness import Outcome, Policy, run_policy
 from .oracle import OracleResult, search
-from .policies import Hpa, Kpa, Ours, Static
+from .policies import Hpa, Kpa, Ours, Static, Wva
 from .scenarios import Scenario
 
 POLICIES = (
@@ -28,6 +28,7 @@ POLICIES = (
     "static-peak",
     "hpa-waiting",
     "kpa-running",
+    "wva-saturation",
     "ours-replicas",
     "ours-full",
 )
@@ -44,6 +45,8 @@ def make_policy(name: str, oracle: OracleResult) -> Policy:
         return Hpa(first)
     if name == "kpa-running":
         return Kpa(first, max(0.5, KNATIVE_UTILISATION * oracle.running_per_replica))
+    if name == "wva-saturation":
+        return Wva(first)
     if name == "ours-replicas":
         return Ours(name, "Off", first)
     if name == "ours-full":
@@ -70,26 +73,35 @@ def run_all(
 ) -> list[ScenarioResult]:
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     scenarios, policies = list(scenarios), list(policies)
-    results: dict[str, ScenarioResult] = {}
+    results: dict[tuple[str, int], ScenarioResult] = {}
+    total, done = len(scenarios) * len(policies), 0
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        oracles = {s.name: pool.submit(search, s) for s in scenarios}
-        pending: dict[Future[Outcome], tuple[str, str]] = {}
+        oracles = {(s.name, s.seed): pool.submit(search, s) for s in scenarios}
+        pending: dict[Future[Outcome], tuple[tuple[str, int], str]] = {}
         for s in scenarios:
-            oracle = oracles[s.name].result()
+            key = (s.name, s.seed)
+            oracle = oracles[key].result()
             say(
-                f"oracle {s.name}: {oracle.counts} replicas per {oracle.block:.0f}s block, "
-                f"{oracle.gpu_hours:.2f} GPU-h, {oracle.runs} block runs, "
-                f"{oracle.wall_seconds:.0f}s"
+                f"oracle {s.name} seed {s.seed}: {oracle.counts} replicas per "
+                f"{oracle.block:.0f}s block, {oracle.gpu_hours:.2f} GPU-h, {oracle.runs} block "
+                f"runs, {oracle.wall_seconds:.0f}s"
             )
-            results[s.name] = ScenarioResult(s, oracle, {})
+            results[key] = ScenarioResult(s, oracle, {})
             for name in policies:
-                pending[pool.submit(_policy_job, s, name, oracle)] = (s.name, name)
-        for future, (scenario, name) in pending.items():
+                pending[pool.submit(_policy_job, s, name, oracle)] = (key, name)
+        for future, (key, name) in pending.items():
             out = future.result()
-            results[scenario].outcomes[name] = out
+            results[key].outcomes[name] = out
+            done += 1
             say(
-                f"{scenario} {name}: windows {out.window_share:.1%}, 503 {out.rejected_share:.2%}"
-                f", {out.gpu_hours:.2f} GPU-h, {out.scaling_actions} scalings, "
-                f"{out.restarts} restarts, {out.wall_seconds:.0f}s"
+                f"[{done}/{total}] {key[0]} seed {key[1]} {name}: windows "
+                f"{out.window_share:.1%}, 503 {out.rejected_share:.2%}, {out.gpu_hours:.2f} "
+                f"GPU-h, {out.scaling_actions} scalings, {out.restarts} restarts, "
+                f"{out.wall_seconds:.0f}s"
             )
-    return [results[s.name] for s in scenarios]
+    return [results[(s.name, s.seed)] for s in scenarios]
+
+
+def with_seeds(scenarios: Iterable[Scenario], seeds: int) -> list[Scenario]:
+    """Every scenario `seeds` times (Scenario.seeded), seeds of one scenario side by side."""
+    return [s.seeded(k) for s in scenarios for k in range(seeds)]

@@ -15,7 +15,7 @@ from typing import Any
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.sim.engine import SimRequest
 from vllm_operator.sim.report import Slo
-from vllm_operator.sim.workload import LengthDist, azure_trace, bursty, diurnal
+from vllm_operator.sim.workload import LengthDist, azure_trace, bursty, diurnal, ramp, step
 
 MIN_REPLICAS, MAX_REPLICAS = 1, 8
 MAX_REJECTION_RATIO = 0.005
@@ -94,30 +94,65 @@ L4_TIGHT = replace(L4, name="l4-3b-valve8", max_requests=8)
 PROFILES = {p.name: p for p in (H100, L4, L4_TIGHT)}
 
 
+SEEDS = 5  # runs per scenario; the report gives means with 95% intervals
+SEED_STEP = 300.0  # trace workloads: each seed starts the trace 5 minutes further on
+NODE_LOSS_AT = 1800.0  # the node-loss scenario loses half the pods' nodes at minute 30
+DAYS = 2  # the multi-day workload: this many days squeezed into the run
+STEP_AT, STEP_RISE, STEP_FACTOR = 1200.0, 60.0, 3.0  # x3 in one minute at minute 20
+
+
 @dataclass(frozen=True)
 class Scenario:
     profile: Profile
-    workload: str  # conv | code | bursty | diurnal
+    workload: str  # conv | code | bursty | diurnal | multiday | step | ramp
     duration: float  # virtual seconds of arrivals
     rate: float  # trace rate multiplier, or the synthetic workload's peak rate (req/s)
     start: float = 0.0  # trace seconds to start from
     lengths: tuple[int, int] = (1024, 160)  # synthetic: mean prompt and output tokens, lognormal
     seed: int = 7
+    node_loss_at: float | None = None  # half the pods' nodes are lost at this time
 
     @property
     def name(self) -> str:
-        return f"{self.profile.name}/{self.workload}"
+        suffix = "" if self.node_loss_at is None else "-nodeloss"
+        return f"{self.profile.name}/{self.workload}{suffix}"
+
+    def seeded(self, k: int) -> Scenario:
+        """The k-th run of this scenario: other arrivals (synthetic), another stretch of the
+        trace (traces), and other model-load delays (all)."""
+        return replace(self, seed=self.seed + k, start=self.start + k * SEED_STEP
+                       if self.workload in ("conv", "code") else self.start)  # fmt: skip
 
     def describe(self) -> str:
         minutes = f"{self.duration / 60:.0f} min"
+        loss = (
+            ""
+            if self.node_loss_at is None
+            else f"; half the pods' nodes lost at minute {self.node_loss_at / 60:.0f}"
+        )
+        return self._workload_phrase(minutes) + loss
+
+    def _workload_phrase(self, minutes: str) -> str:
         if self.workload in ("conv", "code"):
-            since = f"from trace minute {self.start / 60:.0f}"
+            since = f"from trace minute {self.start / 60:.0f} (+5 per seed)"
             return f"Azure 2023 {self.workload} trace x{self.rate:g} {since}, {minutes}"
         sizes = f"prompts ~{self.lengths[0]} / outputs ~{self.lengths[1]} tokens"
+        low = f"{self.rate / 6:.3g}"
         if self.workload == "bursty":
             rates = f"{self.rate:g} / {self.rate / 5:.3g} req/s"
             return f"on/off {rates}, 5 min on / 10 min off, {sizes}, {minutes}"
-        rates = f"{self.rate / 6:.3g} -> {self.rate:g} -> {self.rate / 6:.3g} req/s"
+        if self.workload == "multiday":
+            rates = f"{low} -> {self.rate:g} -> {low} req/s"
+            return f"{DAYS} diurnal days of {self.duration / DAYS / 60:.0f} min, {rates}, {sizes}"
+        if self.workload == "step":
+            base = f"{self.rate / STEP_FACTOR:.3g}"
+            return (
+                f"step {base} -> {self.rate:g} req/s (x{STEP_FACTOR:g} in {STEP_RISE:.0f} s) at "
+                f"minute {STEP_AT / 60:.0f}, {sizes}, {minutes}"
+            )
+        if self.workload == "ramp":
+            return f"slow ramp {low} -> {self.rate:g} req/s over the run, {sizes}, {minutes}"
+        rates = f"{low} -> {self.rate:g} -> {low} req/s"
         return f"diurnal ramp {rates}, {sizes}, {minutes}"
 
     def _lengths(self) -> tuple[LengthDist, LengthDist]:
@@ -143,12 +178,20 @@ class Scenario:
             return bursty(
                 self.rate, self.rate / 5, 300, 600, self.duration, prompt, output, seed=self.seed
             )
-        if self.workload == "diurnal":
-            # one slow day squeezed into the run: trough, peak at half time, trough again;
+        if self.workload in ("diurnal", "multiday"):
+            # days squeezed into the run: trough, peak at half a day, trough again;
             # sin(2*pi*t/period) is -1 at 3/4 of the period, so the run starts there
-            mean, amplitude, d = self.rate * 7 / 12, 5 / 7, self.duration
-            day = diurnal(mean, amplitude, d, 1.75 * d, prompt, output, seed=self.seed)
-            return [_shifted(r, r.arrival - 0.75 * d) for r in day if r.arrival >= 0.75 * d]
+            mean, amplitude = self.rate * 7 / 12, 5 / 7
+            d = self.duration / (DAYS if self.workload == "multiday" else 1)
+            lead = 0.75 * d
+            day = diurnal(mean, amplitude, d, self.duration + lead, prompt, output, self.seed)
+            return [_shifted(r, r.arrival - lead) for r in day if r.arrival >= lead]
+        if self.workload == "step":
+            base = self.rate / STEP_FACTOR
+            return step(base, STEP_FACTOR, STEP_AT, STEP_RISE, self.duration, prompt, output,
+                        seed=self.seed)  # fmt: skip
+        if self.workload == "ramp":
+            return ramp(self.rate / 6, self.rate, self.duration, prompt, output, seed=self.seed)
         raise ValueError(f"unknown workload {self.workload!r}")
 
 
@@ -168,6 +211,11 @@ DEFAULT = (
     Scenario(L4, "bursty", 3600, 3.5),
     Scenario(L4, "diurnal", 3600, 3.5),
     Scenario(L4_TIGHT, "diurnal", 3600, 3.5),
+    # issue 14: the shapes a reactive controller loses on
+    Scenario(L4, "multiday", 3600, 3.5),
+    Scenario(L4, "step", 3600, 3.5),
+    Scenario(L4, "ramp", 3600, 3.5),
+    Scenario(L4, "conv", 3600, 0.5, start=1200, node_loss_at=NODE_LOSS_AT),
 )
 # --quick: minutes, not an hour; for the smoke test and a first look
 QUICK = (Scenario(L4, "bursty", 1200, 3.5),)

@@ -157,6 +157,27 @@ class CapacityStatus(StatusModel):
     )
 
 
+class ReadyTimeStatus(StatusModel):
+    """How long this service's pods take from creation to Ready (docs/tuning.md, "Forecast")."""
+
+    seconds: float = Field(ge=0, description="The longest creation-to-Ready time seen.")
+    learned_at: datetime = Field(description="When pods that were Ready last showed it.")
+
+
+class ForecastStatus(StatusModel):
+    """The arrivals the last pass expected one pod ready time ahead (docs/tuning.md)."""
+
+    request_rate: float = Field(ge=0, description="Requests/s expected at the horizon.")
+    current_rate: float = Field(ge=0, description="Requests/s over the metrics window now.")
+    trend_per_minute: float = Field(
+        description="Least-squares change of the arrival rate, requests/s per minute."
+    )
+    horizon_seconds: float = Field(ge=0, description="How far ahead: the pod ready time used.")
+    ready_time_source: Literal["learned", "default"] = Field(
+        description="learned from the service's pods, or the default before any was Ready."
+    )
+
+
 class TuningStatus(StatusModel):
     mode: str | None = Field(default=None, description="Autotune mode in force.")
     overrides: BudgetValues | None = Field(
@@ -205,10 +226,19 @@ class TuningStatus(StatusModel):
             "CanaryPromoted or CanaryRemoved decision."
         ),
     )
+    ready_time: ReadyTimeStatus | None = Field(
+        default=None, description="Learned pod ready time: the forecast's horizon."
+    )
+    forecast: ForecastStatus | None = Field(
+        default=None, description="Arrivals expected one pod ready time ahead, last pass."
+    )
     window: list[WindowSample] = Field(
         default_factory=list,
         max_length=MAX_WINDOW_SAMPLES,
-        description="Smoothing window of recent samples, kept here to survive restarts.",
+        description=(
+            "Recent samples (the arrival rate of each pass, for the forecast's trend), kept "
+            "here to survive restarts."
+        ),
     )
 
 

@@ -19,7 +19,7 @@ from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import canary_enabled, judge_running_canary
 from vllm_operator.handlers.deps import Deps
-from vllm_operator.handlers.reconcile import reconcile
+from vllm_operator.handlers.reconcile import reconcile, selector_for
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.tuning.canary import divert_to_canary
@@ -66,7 +66,10 @@ def fetch_snapshot(
 ) -> MetricsSnapshot:
     """The Deployment's rollout and the service's figures over the metrics window."""
     namespace, name = svc.namespace or "", svc.name
-    fleet = build_fleet_view(deps.kube.get("apps/v1", "Deployment", namespace, name))
+    deployment = deps.kube.get("apps/v1", "Deployment", namespace, name)
+    # the pods' creation-to-Ready times are the forecast's horizon (tuning/forecast.py)
+    pods = deps.kube.list("v1", "Pod", namespace, selector_for(name)) if deployment else []
+    fleet = build_fleet_view(deployment, pods)
 
     def count_error(failure: QueryFailure) -> None:
         PROMETHEUS_ERRORS.labels(failure.kind).inc()

@@ -137,6 +137,30 @@ def azure_trace(
             return out
 
 
+def step(
+    base_rate: float,
+    factor: float,
+    at: float,
+    rise: float,
+    duration: float,
+    prompt: LengthDist,
+    output: LengthDist,
+    seed: int = 0,
+) -> list[SimRequest]:
+    """`base_rate` until `at`, then linearly up to `factor` x it within `rise` s, and on."""
+    if factor < 0 or rise < 0:
+        raise ValueError("factor and rise must be >= 0")
+
+    def rate(t: float) -> float:
+        if t < at:
+            return base_rate
+        share = 1.0 if rise == 0 else min(1.0, (t - at) / rise)
+        return base_rate * (1 + (factor - 1) * share)
+
+    peak = base_rate * max(1.0, factor)
+    return _thinning(rate, peak, duration, prompt, output, seed, "step")
+
+
 def _thinning(
     rate: Callable[[float], float],
     peak: float,

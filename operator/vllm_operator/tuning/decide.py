@@ -13,7 +13,8 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           5  ITL well under SLO, requests wait at the cap    raise maxActiveSeqs (opportunity)
           6  TTFT over SLO from prefill of long prompts      raise maxBatchedTokens, else scale up
           7  TTFT or ITL over SLO otherwise                  scale up
-          8  arrivals near the learned capacity per pod      scale up ahead (opportunity)
+          8  arrivals forecast a ready time ahead need more  scale up to what they need
+          8b arrivals near the learned capacity per pod      scale up ahead (opportunity)
           9  sustained low load                              scale down
           10 otherwise                                       WithinSLO
 
@@ -23,6 +24,11 @@ rule so that no budget moves while a change is being judged ("change one layer a
 adding replicas goes through while a change settles: a fleet that overloads then cannot wait the
 minutes a judgement takes, and more replicas can only make the change look better, never get it
 rolled back wrongly.
+
+Every pass first folds what it observed into the state (forecast.py: the pods' ready time, the
+arrival rate for the trend). Pods the tuner asked for that still load are coming, not a reason
+to hold: while they load, the holds of 0c/0d (partial metrics, pods not ready) let rule 8 add
+what the forecast needs beyond them, and otherwise say what the forecast expects.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from datetime import datetime
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.tuning import guards, rules
 from vllm_operator.tuning.evaluate import pending_rule
+from vllm_operator.tuning.forecast import forecast, forecast_phrase, observe, pods_coming
 from vllm_operator.tuning.inputs import Inputs, autotune_mode
 from vllm_operator.tuning.limits import label
-from vllm_operator.tuning.model import Decision, MetricsSnapshot, TuningState
+from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
 from vllm_operator.tuning.settings import TuningSettings
@@ -58,6 +65,7 @@ RULES: tuple[Rule, ...] = (
     rules.waiting_at_cap,
     rules.prefill_bound,
     rules.latency_over,
+    rules.forecast_over,
     rules.capacity_near,
     rules.low_load_rule,
 )
@@ -69,8 +77,11 @@ SCALE_UP_RULES: tuple[Rule, ...] = (
     rules.running_too_big,
     rules.prefill_bound,
     rules.latency_over,
+    rules.forecast_over,
     rules.capacity_near,
 )
+# The holds a fleet whose asked-for pods still load ends in: the forecast may act through them.
+_LOADING_HOLDS = (Reason.HOLD_METRICS_PARTIAL, Reason.HOLD_PODS_NOT_READY)
 
 _DEFAULT_SETTINGS = TuningSettings()
 
@@ -81,28 +92,37 @@ def decide(
     state: TuningState,
     now: datetime,
     settings: TuningSettings = _DEFAULT_SETTINGS,
+    capacities: tuple[CapacityEstimate, ...] = (),
 ) -> Decision:
     """One pass: what to do now, and the state to remember (also when holding).
 
     Mode Auto applies budget moves. Mode Recommend acts exactly as Off would (replicas only,
-    when autoscaling is on) and records what Auto would do: see _recommend.
+    when autoscaling is on) and records what Auto would do: see _recommend. `capacities`:
+    per-pod capacity estimates from other sources than this fleet's observations
+    (tuning/capacity.py); none today.
     """
     base = normalize_state(state, spec, settings, now)
     mode = autotune_mode(spec)
     if mode != "Recommend":
-        return _chain(Inputs(spec, snapshot, base, now, settings, mode == "Auto"))
-    acting = _chain(Inputs(spec, snapshot, base, now, settings, autotune_acts=False))
-    advice = _chain(Inputs(spec, snapshot, base, now, settings, autotune_acts=True))
+        return _chain(Inputs(spec, snapshot, base, now, settings, mode == "Auto", capacities))
+    acting = _chain(Inputs(spec, snapshot, base, now, settings, False, capacities))
+    advice = _chain(Inputs(spec, snapshot, base, now, settings, True, capacities))
     return _recommend(acting, advice)
 
 
 def _chain(i: Inputs) -> Decision:
+    observed = observe(i)
+    decision = _rules(observed)
+    return replace(decision, forecast=forecast(observed))
+
+
+def _rules(i: Inputs) -> Decision:
     # Low-load votes must be consecutive observations: a guard hold is not one, so it clears them.
     unvoted = replace(i, state=replace(i.state, scale_down_votes=0))
     for guard in GUARDS:
         decision = guard(unvoted)
         if decision is not None:
-            return decision
+            return _ahead_of_coming(unvoted, decision)
     # usable figures from here on: what they say of capacity is learned before the rules read it
     learned = replace(unvoted, state=replace(i.state, capacity=raised_capacity(unvoted)))
     votes = i.state.scale_down_votes + 1 if low_load(learned) else 0
@@ -114,6 +134,21 @@ def _chain(i: Inputs) -> Decision:
                 return _scale_up_while_settling(replace(voted, state=decision.state), decision)
             return decision
     return rules.within_slo(voted)
+
+
+def _ahead_of_coming(i: Inputs, held: Decision) -> Decision:
+    """A hold while asked-for pods load: rule 8 may still add what the forecast needs."""
+    coming = pods_coming(i)
+    fresh = (i.now - i.snapshot.observed_at) <= i.settings.staleness_limit
+    if held.reason not in _LOADING_HOLDS or coming < 1 or not fresh:
+        return held
+    coming_phrase = f"{coming} asked-for pod{'s' if coming > 1 else ''} coming"
+    ahead = rules.forecast_over(replace(i, state=held.state))
+    if ahead is not None:
+        return replace(ahead, message=f"{ahead.message} ({coming_phrase})")
+    expected = forecast(i)
+    tail = "" if expected is None else f"; {forecast_phrase(expected)}"
+    return replace(held, message=f"{held.message} ({coming_phrase}{tail})")
 
 
 def _scale_up_while_settling(i: Inputs, settling: Decision) -> Decision:

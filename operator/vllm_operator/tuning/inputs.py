@@ -13,7 +13,7 @@ from functools import cached_property
 
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.spec import AutoscalingSpec, Bound, VLLMServiceSpec
-from vllm_operator.tuning.model import BudgetKey, MetricsSnapshot, TuningState
+from vllm_operator.tuning.model import BudgetKey, CapacityEstimate, MetricsSnapshot, TuningState
 from vllm_operator.tuning.settings import TuningSettings
 
 _ATTRS: dict[str, tuple[str, str]] = {f.key: (f.group, f.attr) for f in BUDGET_FIELDS}
@@ -72,6 +72,8 @@ class Inputs:
     settings: TuningSettings
     # True in mode Auto, and in the advice run of Recommend (decide.py): budget moves are possible.
     autotune_acts: bool
+    # capacity estimates from sources other than this fleet's observations (capacity.py)
+    capacities: tuple[CapacityEstimate, ...] = ()
 
     @cached_property
     def targets(self) -> Targets:

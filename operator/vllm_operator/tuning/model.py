@@ -95,6 +95,9 @@ class FleetView:
     ready: int
     updated: int
     rolling: bool  # a rollout is under way (new template not everywhere yet)
+    # seconds from creation to Ready of the pods that became Ready (tuning/forecast.py learns
+    # the pod ready time from them); empty when unknown
+    ready_seconds: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,45 @@ class Capacity:
     at: datetime
 
 
+CapacitySource = Literal["observed", "model"]
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    """A per-pod capacity and where it came from (tuning/capacity.py chooses among them)."""
+
+    per_pod: float  # requests/s one pod serves within the SLO
+    source: CapacitySource
+
+
+@dataclass(frozen=True)
+class ReadyTime:
+    """Seconds a pod of this service takes from creation to Ready, learned from its own pods."""
+
+    seconds: float
+    at: datetime
+
+
+@dataclass(frozen=True)
+class RateSample:
+    """The arrival rate one pass saw (the snapshot's window mean), for the trend forecast."""
+
+    at: datetime
+    rate: float
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Arrivals expected one pod ready time ahead (tuning/forecast.py); shown in status."""
+
+    rate: float  # requests/s expected at now + horizon
+    now_rate: float  # the snapshot's rate
+    slope: float  # requests/s per second, the trend fitted over the short window (>= 0 used)
+    horizon: float  # seconds ahead: the pod ready time
+    ready_time_source: Literal["learned", "default"]
+    samples: int  # passes the trend was fitted on
+
+
 @dataclass(frozen=True)
 class TuningState:
     """Everything the tuner remembers between passes; persisted in status.tuning."""
@@ -212,6 +254,8 @@ class TuningState:
     holds: tuple[Hold, ...] = ()
     capacity: Capacity | None = None
     canary: Canary | None = None
+    ready_time: ReadyTime | None = None
+    arrivals: tuple[RateSample, ...] = ()  # oldest first, within the forecast windows
 
 
 @dataclass(frozen=True)
@@ -232,3 +276,4 @@ class Decision:
     applied: bool = True  # False in Recommend mode: recorded, not done
     # budget keys the tuner wanted to move past an edge of their range (a Hold's blockers)
     pinned: tuple[str, ...] = ()
+    forecast: Forecast | None = None  # the arrivals forecast of the pass, when one was made

@@ -16,21 +16,28 @@ from vllm_operator.api.status import (
     MAX_DECISIONS,
     MAX_HOLDS,
     MAX_RESTART_TIMES,
+    MAX_WINDOW_SAMPLES,
     BudgetValues,
     CanaryStatus,
     CapacityStatus,
+    ForecastStatus,
     PendingRetuneStatus,
+    ReadyTimeStatus,
     TuningDecisionRecord,
     TuningHold,
     TuningStatus,
+    WindowSample,
 )
 from vllm_operator.tuning.model import (
     BudgetKey,
     Canary,
     Capacity,
     Decision,
+    Forecast,
     Hold,
     PendingRetune,
+    RateSample,
+    ReadyTime,
     TuningState,
 )
 from vllm_operator.tuning.settings import TuningSettings
@@ -38,6 +45,7 @@ from vllm_operator.tuning.state import normalize_state
 
 _KEYS: frozenset[str] = frozenset(get_args(BudgetKey))
 _DEFAULT_SETTINGS = TuningSettings()
+_RATE = "request_rate"  # the figure a status.tuning.window sample carries for the forecast
 
 
 def _key(name: str) -> BudgetKey | None:
@@ -80,6 +88,10 @@ def state_from_status(
         holds=holds,
         capacity=None if (c := status.capacity) is None else Capacity(c.per_pod, c.learned_at),
         canary=canary,
+        ready_time=None if (r := status.ready_time) is None else ReadyTime(r.seconds, r.learned_at),
+        arrivals=tuple(
+            RateSample(w.time, w.figures[_RATE]) for w in status.window if _RATE in w.figures
+        ),
     )
     return normalize_state(state, spec, settings)
 
@@ -162,7 +174,25 @@ def status_from_state(
             else CapacityStatus(per_pod=c.per_pod, learned_at=c.at)
         ),
         canary=None if (k := state.canary) is None else _canary_status(k),
-        window=[] if previous is None else list(previous.window),
+        ready_time=(
+            None
+            if (r := state.ready_time) is None
+            else ReadyTimeStatus(seconds=r.seconds, learned_at=r.at)
+        ),
+        forecast=None if decision.forecast is None else _forecast_status(decision.forecast),
+        window=[WindowSample(time=a.at, figures={_RATE: a.rate}) for a in state.arrivals][
+            -MAX_WINDOW_SAMPLES:
+        ],
+    )
+
+
+def _forecast_status(f: Forecast) -> ForecastStatus:
+    return ForecastStatus(
+        request_rate=f.rate,
+        current_rate=f.now_rate,
+        trend_per_minute=f.slope * 60,
+        horizon_seconds=f.horizon,
+        ready_time_source=f.ready_time_source,
     )
 
 

@@ -131,6 +131,11 @@ class Reason(StrEnum):
         "ScaleReplicas",
         "arrivals near the learned capacity per pod: one step more replicas ahead of a miss",
     )
+    SCALE_UP_FORECAST = (
+        "ScaleUpForecast",
+        "ScaleReplicas",
+        "arrivals forecast a pod ready time ahead exceed capacity x headroom: scale to them",
+    )
     SCALE_DOWN_LOW_LOAD = (
         "ScaleDownLowLoad",
         "ScaleReplicas",

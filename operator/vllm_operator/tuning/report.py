@@ -15,11 +15,44 @@ from vllm_operator.status.summarize import read_rollout
 from vllm_operator.tuning.model import Decision, FleetView, MetricsSnapshot
 
 
-def build_fleet_view(deployment: dict[str, Any] | None) -> FleetView | None:
+def build_fleet_view(
+    deployment: dict[str, Any] | None, pods: list[dict[str, Any]] | None = None
+) -> FleetView | None:
     if deployment is None:
         return None
     r = read_rollout(deployment)
-    return FleetView(desired=r.desired, ready=r.ready, updated=r.updated, rolling=not r.rolled)
+    return FleetView(
+        desired=r.desired,
+        ready=r.ready,
+        updated=r.updated,
+        rolling=not r.rolled,
+        ready_seconds=pod_ready_seconds(pods or []),
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def pod_ready_seconds(pods: list[dict[str, Any]]) -> tuple[float, ...]:
+    """Creation to Ready of each pod that is Ready: how long this service's pods take to serve
+    (scheduling, image pull, model load, startup probe), the forecast's horizon (forecast.py)."""
+    out: list[float] = []
+    for pod in pods:
+        created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+        if created is None or ready is None or ready.get("status") != "True":
+            continue
+        became = _time(ready.get("lastTransitionTime"))
+        if became is not None and became >= created:
+            out.append((became - created).total_seconds())
+    return tuple(sorted(out))
 
 
 def build_metrics_status(snapshot: MetricsSnapshot, window: str, now: datetime) -> dict[str, Any]:

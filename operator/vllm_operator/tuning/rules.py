@@ -8,13 +8,23 @@ rule (5, 8) lets the chain go on when it cannot act.
 
 from __future__ import annotations
 
+import math
+
 from vllm_operator.tuning import signals
+from vllm_operator.tuning.capacity import trusted_capacity
+from vllm_operator.tuning.forecast import forecast, forecast_phrase, rising
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import budget_move
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, Remedy, hold, hold_for, remedy_decision
 from vllm_operator.tuning.reasons import Reason
-from vllm_operator.tuning.scaling import low_load, near_capacity, scale_down, scale_up
+from vllm_operator.tuning.scaling import (
+    low_load,
+    near_capacity,
+    scale_down,
+    scale_up,
+    scale_up_to,
+)
 from vllm_operator.tuning.signals import Latency
 
 
@@ -144,8 +154,31 @@ def latency_over(i: Inputs) -> Decision | None:
     return _problem(i, [Reason.SCALE_UP_LATENCY], diagnosis, [lambda: scale_up(i)])
 
 
+def forecast_over(i: Inputs) -> Decision | None:
+    """8. Arrivals forecast one pod ready time ahead need more pods than asked for: add them.
+
+    Pods asked for and still loading count as coming (decide.py runs this rule while they
+    load). With the trend flat the forecast is the present, which rule 8b judges (it also asks
+    that latency is no longer quiet, so a capacity learned on a heavier mix adds nothing).
+    """
+    known, ahead = trusted_capacity(i), forecast(i)
+    if known is None or ahead is None or not rising(ahead) or not i.rates_trusted:
+        return None
+    per_pod = i.settings.forecast_headroom * known.per_pod
+    need = math.ceil(ahead.rate / per_pod - 1e-9)
+    if need <= i.replicas:
+        return None
+    diagnosis = (
+        f"{forecast_phrase(ahead)} needs {need} replicas at {per_pod:.2f}/s each "
+        f"({i.settings.forecast_headroom:.0%} of capacity {known.per_pod:.2f}/s, {known.source})"
+    )
+    up = lambda: scale_up_to(i, need)  # noqa: E731
+    out = remedy_decision([Reason.SCALE_UP_FORECAST], diagnosis, [up], i.snapshot)
+    return out if isinstance(out, Decision) else None
+
+
 def capacity_near(i: Inputs) -> Decision | None:
-    """8. Arrivals near the capacity a pod was seen to have, latency rising: add a pod ahead.
+    """8b. Arrivals near the capacity a pod was seen to have, latency rising: add a pod ahead.
 
     A scale-up that waits for the SLO to be missed leaves it missed while the new pod loads
     (minutes). Like an opportunity rule it lets the chain go on when it cannot act: low load

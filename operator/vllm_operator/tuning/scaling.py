@@ -19,6 +19,8 @@ import math
 from dataclasses import replace
 
 from vllm_operator.tuning import signals
+from vllm_operator.tuning.capacity import trusted_capacity
+from vllm_operator.tuning.forecast import forecast, under_rate
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import Action, Capacity, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, act
@@ -43,28 +45,44 @@ def rate_per_pod(i: Inputs) -> float | None:
     return rate / i.pods if rate is not None and i.rates_trusted else None
 
 
-def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
-    """One step up. `missed_slo`: the fleet missed its SLO at this load, which teaches capacity."""
+def _up_blocker(i: Inputs) -> tuple[int, Blocked | None]:
+    """maxReplicas in force, and what stops a scale-up now (None when nothing does)."""
     scaling = i.scaling
     if scaling is None:
-        return _OFF
+        return i.replicas, _OFF
     top = scaling.max_replicas if scaling.max_replicas is not None else i.replicas
     if i.replicas >= top:
-        return Blocked(Reason.AT_MAX_REPLICAS, f"replicas at maxReplicas {top}")
+        return top, Blocked(Reason.AT_MAX_REPLICAS, f"replicas at maxReplicas {top}")
     since, cooldown = _since_last_scale(i), i.settings.scale_up_cooldown.total_seconds()
     if since is not None and since < cooldown:
-        return Blocked(
+        return top, Blocked(
             Reason.SCALE_UP_COOLDOWN,
             f"replicas changed {since:.0f}s ago (cooldown {cooldown:.0f}s)",
         )
+    return top, None
+
+
+def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
+    """One step up. `missed_slo`: the fleet missed its SLO at this load, which teaches capacity."""
+    top, blocked = _up_blocker(i)
+    if blocked is not None:
+        return blocked
     step = max(1, math.floor(i.replicas * i.settings.scale_up_fraction))
     move = _move(i, min(top, i.replicas + step))
     per_pod = rate_per_pod(i)
     if not missed_slo or per_pod is None:
         return move
-    if i.state.capacity is not None and not _one_fleet_size(i, since):
+    if i.state.capacity is not None and not _one_fleet_size(i, _since_last_scale(i)):
         return move  # a mixed window reads low: keep what a clean one taught
     return replace(move, state=replace(move.state, capacity=Capacity(per_pod, i.now)))
+
+
+def scale_up_to(i: Inputs, target: int) -> Move | Blocked:
+    """Straight to `target` (within maxReplicas): the forecast knows how many pods it needs."""
+    top, blocked = _up_blocker(i)
+    if blocked is not None:
+        return blocked
+    return _move(i, min(top, max(target, i.replicas + 1)))
 
 
 def _one_fleet_size(i: Inputs, since_scale: float | None) -> bool:
@@ -94,7 +112,7 @@ def near_capacity(i: Inputs) -> bool:
     The second half keeps a capacity learned on a heavier mix from adding pods the figures do
     not ask for (raised_capacity then corrects it).
     """
-    known, per_pod = i.state.capacity, rate_per_pod(i)
+    known, per_pod = trusted_capacity(i), rate_per_pod(i)
     if known is None or per_pod is None or per_pod < i.settings.headroom * known.per_pod:
         return False
     return not signals.all_quiet(i)
@@ -113,7 +131,8 @@ def low_load(i: Inputs) -> bool:
         return False
     # With a learned capacity the arrivals judge the step below, and latency needs only headroom:
     # a floor above well_under x SLO (long prompts) would otherwise forbid any scale down.
-    share = i.settings.headroom if i.state.capacity is not None else i.settings.well_under
+    known = trusted_capacity(i)
+    share = i.settings.headroom if known is not None else i.settings.well_under
     if not signals.all_quiet(i, share) or signals.requests_wait(i) or signals.preempting(i):
         return False
     after = max(1, scale_down_target(i))
@@ -122,7 +141,8 @@ def low_load(i: Inputs) -> bool:
         return False
     if not signals.itl_fits_after(i, i.replicas / after):
         return False
-    rate, known = snap.request_rate, i.state.capacity
+    # the long window: the peak of the last under_window and the forecast must fit too
+    rate = under_rate(i, forecast(i))
     limit = None if known is None else i.settings.headroom * known.per_pod
     if limit is not None and rate is not None and rate / after >= limit:
         return False

@@ -24,6 +24,16 @@ class TuningSettings:
     # A pod takes 2-7 minutes to become ready: a window within this time (plus its own length) of
     # a replica change mixes fleet sizes, and its arrivals per pod read low.
     pod_ready_allowance: timedelta = timedelta(seconds=420)
+    # Looking ahead (forecast.py): the horizon is the pod ready time learned from the service's
+    # own pods, this default until one became Ready; a short trend says "over", a long peak
+    # says "under".
+    default_ready_time: timedelta = timedelta(seconds=300)
+    forecast_window: timedelta = timedelta(seconds=180)  # trend fit for scaling up
+    under_window: timedelta = timedelta(seconds=600)  # peak arrivals a scale down must fit
+    forecast_max_growth: float = 1.5  # a forecast is at most 1.5x the present rate
+    # rule 8 sizes the forecast at this share of the learned capacity per pod; a scale down must
+    # leave each pod under `headroom` x it, which is lower: the two never chase each other
+    forecast_headroom: float = 0.9
     # Budgets: the slow lever (every change restarts every pod).
     retune_cooldown: timedelta = timedelta(seconds=900)
     rollback_evaluation_delay: timedelta = timedelta(seconds=180)  # of fresh figures after rollout
@@ -58,6 +68,8 @@ class TuningSettings:
             problems.append("need scale_down_votes >= 1 and 0 < scale_down_fraction < 1")
         if self.scale_up_fraction <= 0 or self.rollback_margin < 0:
             problems.append("need scale_up_fraction > 0 and rollback_margin >= 0")
+        if self.forecast_max_growth < 1 or not self.headroom <= self.forecast_headroom <= 1:
+            problems.append("need forecast_max_growth >= 1 and headroom <= forecast_headroom <= 1")
         if self.judgement_load_tolerance < 0:
             problems.append("need judgement_load_tolerance >= 0")
         if problems:

@@ -24,7 +24,7 @@ ARGS = ["--quick", "--duration", "600", "--jobs", "1"]
 def _outcomes(path: Path) -> list[dict[str, object]]:
     data = json.loads((path / "control_loop.json").read_text())
     out = []
-    for scenario in data["scenarios"]:
+    for scenario in data["runs"]:
         for outcome in scenario["outcomes"].values():
             outcome.pop("wall_seconds")
             out.append(outcome)
@@ -36,7 +36,7 @@ def test_quick_run_writes_every_policy_and_is_reproducible(tmp_path: Path) -> No
     assert main([*ARGS, "--out", str(tmp_path / "a")]) == 0
     table = (tmp_path / "a" / "control_loop.md").read_text()
     for name in ("oracle (bound)", "static-mean", "static-peak", "hpa-waiting", "kpa-running",
-                 "ours-replicas", "ours-full"):  # fmt: skip
+                 "wva-saturation", "ours-replicas", "ours-full"):  # fmt: skip
         assert f"| {name} |" in table
     assert "GPU-hours <= 1.10x the oracle" in table
     assert (tmp_path / "a" / "control_loop.timeline.png").stat().st_size > 0

@@ -7,7 +7,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vllm_operator.api.spec import VLLMServiceSpec
-from vllm_operator.tuning.model import Decision, FleetView, MetricsSnapshot, TuningState
+from vllm_operator.tuning.model import (
+    Decision,
+    FleetView,
+    MetricsSnapshot,
+    RateSample,
+    TuningState,
+)
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 LONG_AGO = T0 - timedelta(hours=2)  # past every cooldown and stabilisation
@@ -74,6 +80,11 @@ def snap(**changes: Any) -> MetricsSnapshot:
 def state(**changes: Any) -> TuningState:
     """A tuner that has run before: replicas 2, last scaled long ago."""
     return replace(TuningState(desired_replicas=2, last_scale_at=LONG_AGO), **changes)
+
+
+def seen(rate: float = 10.0, at: datetime = T0) -> tuple[RateSample, ...]:
+    """The arrivals a pass at `at` remembers for the forecast (the default snapshot's rate)."""
+    return (RateSample(at, rate),)
 
 
 def brief(decision: Decision) -> tuple[str, str, str | None, int | None, int | None]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tuning.support import T0, brief, snap, spec, state
+from tests.unit.tuning.support import T0, brief, seen, snap, spec, state
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.model import FleetView, Hold, PendingRetune, TuningState
 
@@ -51,7 +51,7 @@ def test_queue_raise_judgement(after: dict[str, Any], expected: tuple[Any, ...])
 
 def test_kept_change_clears_pending_and_reports_before_and_after() -> None:
     decision = decide(spec(), snap(rejection_ratio=0.002), judged(), T0)
-    assert decision.state == replace(judged(), pending=None)
+    assert decision.state == replace(judged(), pending=None, arrivals=seen())
     assert decision.message == (
         "queue.maxRequests 32 -> 64 kept: rejection_ratio 5.0% -> 0.2%, ttft_p95 0.30s -> 0.30s"
     )
@@ -65,6 +65,7 @@ def test_rollback_restores_counts_a_restart_and_holds_the_direction() -> None:
         restart_times=(APPLIED, T0),
         retune_cooldown_until=T0 + timedelta(seconds=900),
         holds=(Hold("maxRequests", "up", T0 + timedelta(seconds=1800)),),
+        arrivals=seen(),
     )
     assert decision.message == (
         "queue.maxRequests 32 -> 64 made rejection_ratio 5.0% -> 8.0%: "

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tuning.support import T0, brief, snap, spec, state
+from tests.unit.tuning.support import T0, brief, seen, snap, spec, state
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.limits import allowed_range
 from vllm_operator.tuning.model import Hold, PendingRetune
@@ -100,6 +100,7 @@ def test_a_budget_move_records_restart_cooldown_and_pending() -> None:
         restart_times=(T0,),  # the one outside the window is forgotten
         retune_cooldown_until=T0 + timedelta(seconds=900),
         pending=PendingRetune("maxRequests", 32, 64, T0, snapshot.figures()),
+        arrivals=seen(),
     )
 
 

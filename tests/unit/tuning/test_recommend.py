@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tuning.support import T0, brief, snap, spec, state
+from tests.unit.tuning.support import T0, brief, seen, snap, spec, state
 from vllm_operator.tuning.decide import decide
 
 RECOMMEND = {"autotune": {"mode": "Recommend"}}
@@ -57,7 +57,7 @@ def test_a_recommendation_changes_no_state() -> None:
     # nothing is remembered: no override, restart, cooldown or pending judgement.
     assert (brief(decision)[3:], decision.state) == (
         (32, 64),
-        replace(before, overrides={}, desired_replicas=None, scale_down_votes=0),
+        replace(before, overrides={}, desired_replicas=None, scale_down_votes=0, arrivals=seen()),
     )
 
 

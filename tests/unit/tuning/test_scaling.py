@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tuning.support import LONG_AGO, T0, brief, snap, spec, state
+from tests.unit.tuning.support import LONG_AGO, T0, brief, seen, snap, spec, state
 from vllm_operator.tuning.decide import decide
-from vllm_operator.tuning.model import Action, Capacity, Decision
+from vllm_operator.tuning.model import Action, Capacity, Decision, Forecast
 
 SCALING_8 = {"autoscaling": {"minReplicas": 2, "maxReplicas": 8}}
 
@@ -39,7 +39,11 @@ def test_scale_up_decision_in_full() -> None:
         ),
         figures=snapshot.figures(),
         # 10 req/s over 2 pods missed the SLO: a pod serves less than 5 req/s
-        state=state(desired_replicas=3, last_scale_at=T0, capacity=Capacity(5.0, T0)),
+        state=state(
+            desired_replicas=3, last_scale_at=T0, capacity=Capacity(5.0, T0), arrivals=seen()
+        ),
+        # one pass: no trend yet, so the forecast is the present, over the default ready time
+        forecast=Forecast(10.0, 10.0, 0.0, 300.0, "default", 1),
     )
 
 

@@ -1,0 +1,163 @@
+"""Looking ahead by the time a pod takes to become ready (docs/tuning.md, "Forecast").
+
+A pod asked for now serves only once it is Ready, minutes later, so a scale-up that waits for
+the SLO to be missed leaves it missed that long. The tuner therefore sizes for the arrivals
+expected one ready time ahead:
+
+- the ready time is learned from the service's own pods: the longest creation-to-Ready time of
+  the pods that are Ready now (the adapters supply them in FleetView.ready_seconds), remembered
+  in status.tuning.readyTime; `default_ready_time` until one pod was seen;
+- the trend is a least-squares slope over the arrival rates of the passes within
+  `forecast_window` (the short window: "over" must be seen early), or over its newer half when
+  that is flatter: a trend that slows (a step the window has nearly taken in, a day near its
+  peak) is not extrapolated at its old pace. Each rate is the snapshot's
+  window mean, which lags a ramp by half the window, so the forecast looks `horizon + window/2`
+  past it. Only a rising trend is extrapolated, and a forecast is at most
+  `forecast_max_growth` x the present rate;
+- a scale-down must fit the peak of the passes within `under_window` (the long window: "under"
+  must hold for long) and the forecast.
+
+The arrival samples live in status.tuning.window, so a restarted operator keeps its trend.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import datetime
+from typing import Literal
+
+from vllm_operator.api.status import MAX_WINDOW_SAMPLES
+from vllm_operator.tuning.inputs import Inputs
+from vllm_operator.tuning.model import (
+    RATE_MAX,
+    FleetView,
+    Forecast,
+    MetricsSnapshot,
+    RateSample,
+    ReadyTime,
+    TuningState,
+)
+from vllm_operator.tuning.settings import TuningSettings
+
+READY_TIME_MAX = 7200.0  # a longer "startup" is a pod that was stuck, not a load time
+_MEASURED = ("ok", "partial")  # a partial snapshot still counts every arrival (only ready pods
+# take traffic), so its rate is the service's
+
+
+def learn_ready_time(
+    known: ReadyTime | None, fleet: FleetView | None, now: datetime
+) -> ReadyTime | None:
+    """The longest creation-to-Ready time of the pods Ready now; else what was learned before."""
+    seen = [s for s in (fleet.ready_seconds if fleet else ()) if math.isfinite(s) and s >= 0]
+    if not seen:
+        return known
+    return ReadyTime(min(max(seen), READY_TIME_MAX), now)
+
+
+def record_arrivals(
+    state: TuningState, snapshot: MetricsSnapshot, now: datetime, settings: TuningSettings
+) -> tuple[RateSample, ...]:
+    """The remembered arrival rates, with this pass's (when measured) and none too old."""
+    keep = max(settings.forecast_window, settings.under_window)
+    kept = [s for s in state.arrivals if now - keep <= s.at < now]
+    rate = snapshot.request_rate
+    if snapshot.quality in _MEASURED and rate is not None and math.isfinite(rate):
+        kept.append(RateSample(now, rate))
+    return tuple(kept[-MAX_WINDOW_SAMPLES:])
+
+
+def observe(i: Inputs) -> Inputs:
+    """The inputs with this pass's observations folded into the state: ready time, arrivals."""
+    state = replace(
+        i.state,
+        ready_time=learn_ready_time(i.state.ready_time, i.snapshot.fleet, i.now),
+        arrivals=record_arrivals(i.state, i.snapshot, i.now, i.settings),
+    )
+    return replace(i, state=state)
+
+
+def _slope(samples: list[RateSample]) -> float:
+    """Least-squares requests/s per second; 0 when the samples cannot tell."""
+    xs = [(s.at - samples[0].at).total_seconds() for s in samples]
+    mean_x, mean_y = sum(xs) / len(xs), sum(s.rate for s in samples) / len(samples)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread <= 0:
+        return 0.0
+    slope = sum((x - mean_x) * (s.rate - mean_y) for x, s in zip(xs, samples, strict=True))
+    return slope / spread if math.isfinite(slope / spread) else 0.0
+
+
+def ready_horizon(i: Inputs) -> tuple[float, Literal["learned", "default"]]:
+    known = i.state.ready_time
+    if known is not None:
+        return known.seconds, "learned"
+    return i.settings.default_ready_time.total_seconds(), "default"
+
+
+def forecast(i: Inputs) -> Forecast | None:
+    """Arrivals one ready time ahead, from this pass's rate and the short trend; None unmeasured.
+
+    Call on observed inputs (observe): the state's arrivals then end with this pass's rate.
+    """
+    rate = i.snapshot.request_rate
+    if i.snapshot.quality not in _MEASURED or rate is None:
+        return None
+    fit = i.settings.forecast_window
+    recent = [s for s in i.state.arrivals if i.now - s.at <= fit]
+    span = (recent[-1].at - recent[0].at) if recent else fit * 0
+    # three passes over a third of the window at least: two points are a step, not a trend
+    slope = _slope(recent) if len(recent) >= 3 and span * 3 >= fit else 0.0
+    newer = [s for s in recent if i.now - s.at <= fit / 2]
+    if slope > 0 and len(newer) >= 3:
+        slope = max(0.0, min(slope, _slope(newer)))
+    horizon, source = ready_horizon(i)
+    ahead = rate + max(0.0, slope) * (horizon + i.snapshot.window_seconds / 2)
+    cap = i.settings.forecast_max_growth * max(rate, i.settings.min_request_rate)
+    ahead = min(ahead, cap, RATE_MAX)
+    return Forecast(ahead, rate, slope, horizon, source, len(recent))
+
+
+def under_rate(i: Inputs, ahead: Forecast | None) -> float | None:
+    """The arrivals a scale-down must fit: the long window's peak, the present and the forecast."""
+    rate = i.snapshot.request_rate
+    if rate is None:
+        return None
+    window = i.settings.under_window
+    peak = max((s.rate for s in i.state.arrivals if i.now - s.at <= window), default=rate)
+    return max(rate, peak, ahead.rate if ahead is not None else rate)
+
+
+RISING = 1.1  # a forecast 10% over the present is a trend; less is noise around a level
+
+
+def rising(f: Forecast) -> bool:
+    """The forecast says clearly more than the present: a trend, not noise around a level."""
+    return f.rate > f.now_rate * RISING
+
+
+def pods_coming(i: Inputs) -> int:
+    """Pods the tuner asked for that are not Ready yet, and still within their expected start.
+
+    They count as coming, not as a reason to hold. Pods not Ready after twice the ready time
+    (no node fits them, a crash loop) are not coming: the guards hold for them as before.
+    """
+    fleet = i.snapshot.fleet
+    if fleet is None or fleet.rolling or fleet.updated < fleet.desired or i.state.pending:
+        return 0
+    if fleet.desired != i.replicas or fleet.ready >= fleet.desired or fleet.ready < 1:
+        return 0
+    last = i.state.last_scale_at
+    horizon, _ = ready_horizon(i)
+    allowance = max(2 * horizon, i.settings.pod_ready_allowance.total_seconds())
+    if last is None or (i.now - last).total_seconds() > allowance:
+        return 0
+    return fleet.desired - fleet.ready
+
+
+def forecast_phrase(f: Forecast) -> str:
+    trend = f"trend {f.slope * 60:+.3g}/s per min over {f.samples} passes"
+    return (
+        f"arrivals {f.now_rate:.2f}/s now, {f.rate:.2f}/s forecast in {f.horizon:.0f}s "
+        f"({trend}, ready time {f.horizon:.0f}s {f.ready_time_source})"
+    )
