@@ -28,7 +28,7 @@ def _select(args: argparse.Namespace) -> list[Scenario]:
     if args.scenarios:
         wanted = set(args.scenarios.split(","))
         pool = tuple(s for s in (*DEFAULT, *QUICK) if s.name in wanted)
-        pool = tuple({s.name: s for s in pool}.values())
+        pool = tuple({s.name: s for s in reversed(pool)}.values())[::-1]  # DEFAULT's first
         if not pool:
             raise SystemExit(f"no scenario named {args.scenarios}; known: "
                              + ", ".join(s.name for s in DEFAULT))  # fmt: skip

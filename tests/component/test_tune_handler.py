@@ -16,6 +16,7 @@ from tests.component.handlers import (
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import Recording, load
 from vllm_operator import constants as c
+from vllm_operator.handlers.reconcile import selector_for
 from vllm_operator.handlers.tune import tune
 from vllm_operator.tuning.reasons import Reason
 
@@ -119,3 +120,28 @@ def test_a_service_without_tuning_is_not_touched() -> None:
     writes = kube.writes
     assert tune(body, deps=deps, logger=LOG) is None
     assert kube.writes == writes
+
+
+def _ready_pod(name: str, created: str, ready: str) -> dict[str, Any]:
+    selector = dict(term.split("=", 1) for term in selector_for("chat").split(","))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team-a", "labels": selector,
+                     "creationTimestamp": created},
+        "status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": ready},
+        ]},
+    }  # fmt: skip
+
+
+def test_the_pods_ready_time_is_learned_from_their_conditions_into_status() -> None:
+    kube, deps, body = served(IDLE)
+    kube.put(_ready_pod("chat-a", "2026-01-01T00:00:00Z", "2026-01-01T00:03:20Z"))
+    kube.put(_ready_pod("chat-b", "2026-01-01T00:10:00Z", "2026-01-01T00:12:00Z"))
+    decision = tune(body, deps=deps, logger=LOG)
+    assert decision is not None and decision.state.ready_time is not None
+    tuning = service(kube)["status"]["tuning"]
+    assert tuning["readyTime"]["seconds"] == 200.0  # the longer of 200 s and 120 s
+    assert tuning["forecast"]["horizonSeconds"] == 200.0
+    assert tuning["forecast"]["readyTimeSource"] == "learned"

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 from bench.control_loop.__main__ import main
-from bench.control_loop.harness import Controls
+from bench.control_loop.harness import Context, Controls
 from bench.control_loop.measure import window_share, window_stats
+from bench.control_loop.policies import Wva
+from bench.control_loop.scenarios import QUICK
 
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
 from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.report import Slo
 from vllm_operator.sim.runner import RunRecord
+from vllm_twin.observe import PodSample, ScrapeStore
 
 from ..sim.helpers import H100, LLAMA8
 
@@ -78,3 +81,37 @@ def test_gpu_time_runs_from_the_request_for_a_pod_until_it_drained() -> None:
     assert controls.gpu_seconds(1000.0) == pytest.approx(1000.0 + 2 * 900.0)
     controls.scale_to(1, 1000.0)  # idle pods drain at once
     assert controls.gpu_seconds(2000.0) == pytest.approx(2000.0 + 2 * 900.0)
+
+
+def test_losing_nodes_takes_half_the_pods_and_the_deployment_replaces_them() -> None:
+    fleet = Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 4)
+    controls = Controls(fleet, random.Random(1))
+    controls.lose_nodes(1800.0)
+    assert controls.replicas == 4 and len(fleet.ready) == 2
+    assert controls.scaling_actions == 0  # the policy did nothing
+    assert controls.ready_seconds() == ()  # the replacements are not ready yet
+    fleet.advance_to(1800.0 + 300.0)
+    assert len(fleet.ready) == 4
+    assert all(210.0 <= s <= 270.0 for s in controls.ready_seconds())
+
+
+def _wva_tick(kv: float, waiting: float, pods: int = 2, asked: int | None = None) -> int:
+    """Replicas the WVA asks for after one pass on pods that all show `kv` and `waiting`."""
+    fleet = Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, pods)
+    controls = Controls(fleet, random.Random(1))
+    if asked is not None:
+        controls.scale_to(asked, 0.0)
+    store = ScrapeStore()
+    sample = PodSample(30.0, 0.0, waiting, kv, {}, {})
+    store.scrape(30.0, {f"vllm-{k}": sample for k in range(pods)})
+    scenario = QUICK[0]
+    Wva(pods).on_tick(60.0, Context(scenario, fleet, store, controls))  # type: ignore[arg-type]
+    return controls.replicas
+
+
+def test_the_wva_saturation_analyzer_follows_its_documented_triggers() -> None:
+    assert _wva_tick(kv=0.75, waiting=0.0) == 3  # spare KV 0.05 < 0.10: one more
+    assert _wva_tick(kv=0.2, waiting=2.5) == 3  # spare queue 2.5 < 3: one more
+    assert _wva_tick(kv=0.75, waiting=0.0, asked=3) == 3  # a replica is pending: no scale-up
+    assert _wva_tick(kv=0.2, waiting=0.0) == 1  # 0.4 KV on one pod leaves 0.4 spare: one fewer
+    assert _wva_tick(kv=0.36, waiting=0.0) == 2  # on one pod 0.72: spare 0.08 < 0.10, stay

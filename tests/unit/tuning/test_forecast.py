@@ -24,6 +24,7 @@ from vllm_operator.tuning.model import (
     TuningState,
 )
 from vllm_operator.tuning.persist import state_from_status, status_from_state
+from vllm_operator.tuning.report import build_fleet_view, pod_ready_seconds
 from vllm_operator.tuning.settings import TuningSettings
 
 DEFAULTS = TuningSettings()
@@ -201,3 +202,23 @@ def test_the_forecast_rule_never_asks_for_fewer_replicas_with_more_load(
         return d.action.to_value or 2 if d.action.kind == "ScaleReplicas" else 2
 
     assert asked(rate * 1.5) >= asked(rate)
+
+
+def test_pod_ready_seconds_reads_creation_to_ready_and_skips_what_cannot_tell() -> None:
+    def pod(created: object, status: str = "True", at: object = "2026-01-01T00:04:00Z") -> dict:
+        ready = {"type": "Ready", "status": status, "lastTransitionTime": at}
+        return {"metadata": {"creationTimestamp": created}, "status": {"conditions": [ready]}}
+
+    pods = [
+        pod("2026-01-01T00:00:00Z"),  # 240 s
+        pod("2026-01-01T00:00:00Z", status="False"),  # not Ready: no figure yet
+        pod("2026-01-01T00:05:00Z"),  # Ready before it was created: clock skew, no figure
+        pod(None),
+        pod("garbage"),
+        {"metadata": {}},
+    ]
+    assert pod_ready_seconds(pods) == (240.0,)
+    fleet = build_fleet_view(
+        {"spec": {"replicas": 1}, "status": {"replicas": 1, "readyReplicas": 1}}, pods
+    )
+    assert fleet is not None and fleet.ready_seconds == (240.0,)
