@@ -17,6 +17,9 @@ import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
+
+from vllm_operator.tuning.settings import TuningSettings
 
 from .harness import Outcome, Policy, run_policy
 from .oracle import OracleResult, search
@@ -33,6 +36,8 @@ POLICIES = (
     "ours-full",
 )
 KNATIVE_UTILISATION = 0.7
+# rule 8 never fires (a forecast is at most the present) and a scale-down fits only the present
+REACTIVE = TuningSettings(forecast_max_growth=1.0, under_window=timedelta(0))
 
 
 def make_policy(name: str, oracle: OracleResult) -> Policy:
@@ -51,6 +56,8 @@ def make_policy(name: str, oracle: OracleResult) -> Policy:
         return Ours(name, "Off", first)
     if name == "ours-full":
         return Ours(name, "Auto", first)
+    if name == "ours-reactive":  # an ablation, not run by default: ours-replicas, forecast off
+        return Ours(name, "Off", first, settings=REACTIVE)
     raise ValueError(f"unknown policy {name!r}")
 
 
