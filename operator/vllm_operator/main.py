@@ -21,7 +21,7 @@ from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.passes import PassQueue
 from vllm_operator.handlers.periodic import run_periodically
-from vllm_operator.handlers.reconcile import Seen, reconcile, reconcile_by_name, spec_unreconciled
+from vllm_operator.handlers.reconcile import Seen, reconcile_by_name, spec_unreconciled
 from vllm_operator.handlers.tune import tune
 from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
 
@@ -102,7 +102,10 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
 
     def resync(body: dict[str, Any]) -> None:
         started = time.monotonic()
-        reconcile(body, deps=deps, logger=log)
+        # The listed copy is up to a period old: a spec edited since would be rendered back into
+        # the children. Read it again under the service's lock, as the status passes do.
+        meta = body["metadata"]
+        reconcile_by_name(meta["namespace"], meta["name"], deps=deps, logger=log)
         RECONCILE_SECONDS.labels("resync").observe(time.monotonic() - started)
 
     def tune_one(body: dict[str, Any]) -> None:

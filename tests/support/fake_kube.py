@@ -14,6 +14,8 @@ models just enough of the API server for reconcile and tune to run as they do ag
 * gets and lists served from what was applied (copies, so a handler cannot mutate the store).
 * Events, creates and replaces recorded; `writes` counts every non-GET, like KubeClient.writes.
 * `refuse(kind)` makes applies of that kind fail with an ApiException shaped like the real one.
+* an apply that names metadata.resourceVersion fails with 409 unless it is the stored one (the
+  optimistic-concurrency precondition); `put`, `set_status` and every apply move the version.
 """
 
 from __future__ import annotations
@@ -142,6 +144,8 @@ class FakeKube:
                 _release(theirs, changed)
             stored.base = base
             stored.version += 1
+            if "spec" in changed:  # the API server moves generation with spec alone
+                stored.generation += 1
         return self._render(key)
 
     def set_status(self, api_version: str, kind: str, namespace: str, name: str,
@@ -192,6 +196,15 @@ class FakeKube:
         meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
         stored = self._store.get(key)
+        version = meta.get("resourceVersion")
+        if version is not None and (stored is None or str(stored.version) != version):
+            # the precondition the API server checks: the object is still the one read
+            raise api_exception(
+                409,
+                "Conflict",
+                f"{obj['kind']} {meta['name']}: the object has"
+                " been modified; please apply your changes to the latest version",
+            )
         if stored is None:
             if subresource is not None:
                 raise api_exception(404, "Not Found", f"{obj['kind']} {meta['name']} not found")

@@ -26,6 +26,7 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import sync_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.rollout import choose_strategy
+from vllm_operator.handlers.status_write import apply_status, retry_on_stale_read
 from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
@@ -229,8 +230,13 @@ def reconcile(
     body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any, seen: Seen = Seen()
 ) -> None:
     meta = body["metadata"]
+
+    # again: the service changed since `body` was read; an event's Deployment may be as old
+    def attempt(read: dict[str, Any], again: bool) -> None:
+        _reconcile(read, deps=deps, logger=logger, seen=Seen(only=seen.only) if again else seen)
+
     with one_pass_at_a_time(meta["namespace"], meta["name"]):
-        _reconcile(body, deps=deps, logger=logger, seen=seen)
+        retry_on_stale_read(deps.kube, body, attempt)
 
 
 def _reconcile(
@@ -351,16 +357,9 @@ def _write_status(
     )
     if not status_changed(previous, status):
         return
-    deps.kube.apply(
-        {
-            "apiVersion": c.API_VERSION,
-            "kind": c.KIND,
-            "metadata": {"name": name, "namespace": namespace},
-            "status": status,
-        },
-        field_manager=c.FM_STATUS,
-        subresource="status",
-    )
+    meta_out = {"name": name, "namespace": namespace}
+    patch = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": meta_out, "status": status}
+    apply_status(deps.kube, body, patch, field_manager=c.FM_STATUS)
     for cond in newsworthy(previous.get("conditions") or [], status["conditions"]):
         bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
         deps.kube.emit_event(

@@ -20,6 +20,12 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import canary_enabled, judge_running_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.reconcile import reconcile, selector_for
+from vllm_operator.handlers.status_write import (
+    STALE_ATTEMPTS,
+    StaleReadError,
+    apply_status,
+    tuner_read_holds,
+)
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.tuning.canary import divert_to_canary
@@ -105,7 +111,7 @@ def execute_plan(
         AT_BOUND.labels(meta["namespace"], meta["name"], field).set(pinned)
     if plan.replicas_patch is not None:
         deps.kube.apply(plan.replicas_patch, field_manager=c.FM_TUNER)
-    deps.kube.apply(plan.status_patch, field_manager=c.FM_TUNER, subresource="status")
+    write_tuner_status(deps, body, plan.status_patch, logger)
     for event in plan.events:
         deps.kube.emit_event(
             body, type=event.type, reason=event.reason, message=event.message, now=now
@@ -116,3 +122,30 @@ def execute_plan(
         fresh = deps.kube.get(c.API_VERSION, c.KIND, meta["namespace"], meta["name"])
         if fresh is not None:
             reconcile(fresh, deps=deps, logger=logger)
+
+
+def write_tuner_status(
+    deps: Deps, body: dict[str, Any], patch: dict[str, Any], logger: logging.Logger | Any
+) -> None:
+    """The pass's memory, onto the status it was decided from (handlers/status_write.py).
+
+    A write that finds the service changed since `body` goes again onto a fresh read when only
+    other fields moved (the reconcile's status). It is dropped when the spec or the tuner's memory
+    moved: a newer spec, or a newer pass that decided meanwhile (an HA handover), whose memory
+    stays; the next pass decides from it.
+    """
+    meta = body["metadata"]
+    read = body
+    for _ in range(STALE_ATTEMPTS):
+        try:
+            apply_status(deps.kube, read, patch, field_manager=c.FM_TUNER)
+            return
+        except StaleReadError:
+            fresh = deps.kube.get(c.API_VERSION, c.KIND, meta["namespace"], meta["name"])
+            if fresh is None or not tuner_read_holds(body, fresh):
+                break
+            read = fresh
+    logger.warning(
+        "%s/%s: the service changed under this tuning pass; its status write is dropped",
+        meta["namespace"], meta["name"],
+    )  # fmt: skip
