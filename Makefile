@@ -61,6 +61,14 @@ image: ## Build or reuse the operator image (docker, podman or buildah; cached b
 faults: install ## Every fault scenario (tests/faults, the long ones too) on a fresh local cluster
 	e2e/test.sh tests/faults
 
+# The soak (tests/faults/test_soak.py) for SOAK_SECONDS of faults (30 minutes: about 10 hours of
+# the tuner's time, compressed 20x) plus about 2 minutes of set-up, on a fresh cluster; not in CI.
+SOAK_SECONDS ?= 1800
+.PHONY: soak
+soak: install ## Seeded random faults under load (SOAK_SECONDS, SOAK_SEED to replay): bench/results/soak.json
+	VLLMOP_SOAK_SECONDS=$(SOAK_SECONDS) VLLMOP_SOAK_REPORT=bench/results/soak.json \
+	  $(if $(SOAK_SEED),VLLMOP_SOAK_SEED=$(SOAK_SEED)) e2e/test.sh -s tests/faults/test_soak.py
+
 .PHONY: bench-control
 bench-control: install ## Control policies side by side in the twin: bench/results/control_loop.*
 	python -m bench.control_loop
