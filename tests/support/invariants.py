@@ -2,10 +2,11 @@
 
 `Watchdog` polls a namespace's VLLMServices and Deployments in a thread (through outages: a
 failed poll is counted, not fatal) and records every violation it sees: a status whose
-observedGeneration goes back, a Deployment's replicas outside the declared bounds, tuner
-restarts beyond maxRestartsPerHour. `assert_nothing_lost` is the end state: every service Ready
-on its current generation, spec never written by the operator (generation unchanged), exactly
-one Deployment, Service and live ReplicaSet per service, and no child without a live owner.
+observedGeneration goes back, tuner memory (status.tuning) older than the newest seen, a
+Deployment's replicas outside the declared bounds, tuner restarts beyond maxRestartsPerHour.
+`assert_nothing_lost` is the end state: every service Ready on its current generation, spec
+never written by the operator (generation unchanged), exactly one Deployment, Service and live
+ReplicaSet per service, and no child without a live owner.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
@@ -48,6 +50,7 @@ class Watchdog:
         self.violations: list[str] = []
         self.polls = self.failed_polls = 0
         self._observed: dict[str, int] = {}
+        self._evaluated: dict[str, datetime] = {}  # newest status.tuning.lastEvaluated seen
         self.conditions: set[tuple[str, str, str]] = set()  # (service, type, reason) seen True
         self.replicas: dict[str, list[int]] = {}  # each Deployment's replicas, as they moved
         self._stop = threading.Event()
@@ -82,6 +85,7 @@ class Watchdog:
                 self.violations.append(f"{name}: observedGeneration {before} -> {seen}")
             if seen is not None:
                 self._observed[name] = max(seen, before or 0)
+            self._check_tuner_memory(name, status)
             for cond in status.get("conditions") or []:
                 if cond.get("status") == "True":
                     self.conditions.add((name, cond["type"], cond.get("reason", "")))
@@ -100,6 +104,16 @@ class Watchdog:
             restarts = len((status.get("tuning") or {}).get("restartTimes") or [])
             if limit is not None and restarts > limit:
                 self.violations.append(f"{name}: {restarts} restarts > maxRestartsPerHour {limit}")
+
+    def _check_tuner_memory(self, name: str, status: dict[str, Any]) -> None:
+        """The tuner's memory never goes back to an older pass's: its lastEvaluated only grows."""
+        stamp = (status.get("tuning") or {}).get("lastEvaluated")
+        at = datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+        before = self._evaluated.get(name)
+        if before is not None and (at is None or at < before):
+            self.violations.append(f"{name}: status.tuning.lastEvaluated {before} -> {at}")
+        if at is not None and (before is None or at > before):
+            self._evaluated[name] = at
 
 
 def direction_changes(values: list[int]) -> int:
