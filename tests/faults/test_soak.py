@@ -95,7 +95,8 @@ def test_seeded_faults_under_load_lose_nothing(
     for key in ("seed", "summary"):
         record_property(key, out[key])
     lines = [
-        f"  {r['at_s']:7.1f}s {r['fault']}: whole again {r['recovery_s']}s ({r['recovered_by']})"
+        f"  {r['at_s']:7.1f}s {r['fault']}: whole {r['recovery_s']}s, tuned {r['tuned_again_s']}s"
+        f" ({r['recovered_by']})"
         for r in out["faults"]
     ]
     print(f"soak seed {seed}: {len(out['faults'])} faults\n" + "\n".join(lines))

@@ -35,7 +35,7 @@ from tests.support.faults import (
     wait_twins_restarted,
 )
 from tests.support.harness import Harness
-from tests.support.invariants import Watchdog, wait_nothing_lost
+from tests.support.invariants import Watchdog, list_services, wait_nothing_lost
 from tests.support.kube import Cluster
 from tests.support.operator import OperatorProcess
 from tests.support.wait import wait_until
@@ -197,9 +197,26 @@ def _one(w: World, name: str, draw: Draw, started: float) -> dict[str, Any]:
         what=f"nothing lost after {name}",
     )
     record["recovery_s"] = elapsed(t0)
+    undone = datetime.now(UTC)
+    wait_until(
+        lambda: _tuned_since(w, undone),
+        timeout=RECOVERY_TIMEOUT_S,
+        what=f"a tuning pass on every service after {name}",
+        interval=0.5,
+    )
+    record["tuned_again_s"] = elapsed(t0)
     restarted = w.control_plane.events(event="restarted")
     record["supervisor_restarts"] = sorted(r["component"] for r in restarted if r["time"] >= wall)
     return record
+
+
+def _tuned_since(w: World, since: datetime) -> bool:
+    """Every service has a tuning pass recorded after `since`: the tuner works again."""
+    services = list_services(w.cluster, w.namespace)
+    stamps = [(s.get("status") or {}).get("tuning", {}).get("lastEvaluated") for s in services]
+    return len(stamps) == len(w.names) and all(
+        t and datetime.fromisoformat(t.replace("Z", "+00:00")) > since for t in stamps
+    )
 
 
 def summarize(out: dict[str, Any]) -> dict[str, dict[str, float]]:
