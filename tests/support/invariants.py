@@ -14,12 +14,12 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
 from tests.support.kube import Cluster
+from tests.support.vllmsvc import epoch_seconds
 from tests.support.wait import wait_until
 
 GROUP, VERSION, PLURAL = "serving.vllmop.io", "v1alpha1", "vllmservices"
@@ -50,7 +50,7 @@ class Watchdog:
         self.violations: list[str] = []
         self.polls = self.failed_polls = 0
         self._observed: dict[str, int] = {}
-        self._evaluated: dict[str, datetime] = {}  # newest status.tuning.lastEvaluated seen
+        self._evaluated: dict[str, float] = {}  # newest status.tuning.lastEvaluated seen
         self.conditions: set[tuple[str, str, str]] = set()  # (service, type, reason) seen True
         self.replicas: dict[str, list[int]] = {}  # each Deployment's replicas, as they moved
         self._stop = threading.Event()
@@ -108,7 +108,7 @@ class Watchdog:
     def _check_tuner_memory(self, name: str, status: dict[str, Any]) -> None:
         """The tuner's memory never goes back to an older pass's: its lastEvaluated only grows."""
         stamp = (status.get("tuning") or {}).get("lastEvaluated")
-        at = datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+        at = epoch_seconds(stamp) if stamp else None
         before = self._evaluated.get(name)
         if before is not None and (at is None or at < before):
             self.violations.append(f"{name}: status.tuning.lastEvaluated {before} -> {at}")

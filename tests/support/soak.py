@@ -38,6 +38,7 @@ from tests.support.harness import Harness
 from tests.support.invariants import Watchdog, list_services, wait_nothing_lost
 from tests.support.kube import Cluster
 from tests.support.operator import OperatorProcess
+from tests.support.vllmsvc import epoch_seconds
 from tests.support.wait import wait_until
 
 RECOVERY_TIMEOUT_S = 240  # the slowest recovery the tier has seen is about a minute
@@ -215,7 +216,7 @@ def _tuned_since(w: World, since: datetime) -> bool:
     services = list_services(w.cluster, w.namespace)
     stamps = [(s.get("status") or {}).get("tuning", {}).get("lastEvaluated") for s in services]
     return len(stamps) == len(w.names) and all(
-        t and datetime.fromisoformat(t.replace("Z", "+00:00")) > since for t in stamps
+        t and epoch_seconds(t) > since.timestamp() for t in stamps
     )
 
 
