@@ -46,6 +46,9 @@ def soak_settings() -> tuple[int, float, Path | None]:
     return seed, seconds, Path(report) if report else None
 
 
+# pytest-timeout's 300 s (pyproject.toml) would end a long soak: its length, plus set-up and the
+# last fault's recovery
+@pytest.mark.timeout(soak_settings()[1] + 600)
 def test_seeded_faults_under_load_lose_nothing(
     cluster: Cluster,
     operator_process: OperatorProcess,
