@@ -19,7 +19,7 @@ import yaml
 from tests.faults.services import tuned_service
 from tests.support.faults import ControlPlane
 from tests.support.harness import Harness
-from tests.support.invariants import assert_nothing_lost, condition, list_services
+from tests.support.invariants import condition, list_services, wait_nothing_lost
 from tests.support.kube import Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
@@ -72,7 +72,8 @@ def test_seeded_faults_under_load_lose_nothing(
         return len(active) == SERVICES
 
     wait_until(tuning, timeout=180, what="every soak service tuned on usable metrics", interval=1)
-    assert_nothing_lost(cluster, namespace, names)
+    # the tuner may see a pod's metrics before the pod is Ready (its twin's readiness): wait
+    wait_nothing_lost(cluster, namespace, names, timeout=120, what="every soak service Ready")
     loads = [
         BackgroundLoad(
             harness.service(namespace, n)["url"],
