@@ -40,19 +40,71 @@ def _time(value: Any) -> datetime | None:
 
 
 def pod_ready_seconds(pods: list[dict[str, Any]]) -> tuple[float, ...]:
-    """Creation to Ready of each pod that is Ready: how long this service's pods take to serve
-    (scheduling, image pull, model load, startup probe), the forecast's horizon (forecast.py)."""
+    """How long each Ready pod took to serve (scheduling, image pull, model load, startup
+    probe): the forecast's horizon (forecast.py). Creation to Ready; after a container restart,
+    that container's start to Ready (its creation is older than this load).
+
+    The Ready condition keeps only its last transition, so a pod that went unready and back (a
+    readiness probe failing under load) shows the time of that flip. A container's startup
+    probe bounds a load: the kubelet restarts a container not started within
+    initialDelaySeconds + periodSeconds x failureThreshold, so a transition later than that after
+    the container started is such a flip, not a load, and tells nothing."""
     out: list[float] = []
     for pod in pods:
-        created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-        if created is None or ready is None or ready.get("status") != "True":
-            continue
-        became = _time(ready.get("lastTransitionTime"))
-        if became is not None and became >= created:
-            out.append((became - created).total_seconds())
+        seconds = _load_seconds(pod)
+        if seconds is not None:
+            out.append(seconds)
     return tuple(sorted(out))
+
+
+def _load_seconds(pod: dict[str, Any]) -> float | None:
+    created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+    status = pod.get("status") or {}
+    ready = next((x for x in status.get("conditions") or [] if x.get("type") == "Ready"), None)
+    if created is None or ready is None or ready.get("status") != "True":
+        return None
+    became = _time(ready.get("lastTransitionTime"))
+    containers = [x for x in status.get("containerStatuses") or [] if isinstance(x, dict)]
+    started = [
+        _time(((x.get("state") or {}).get("running") or {}).get("startedAt")) for x in containers
+    ]
+    last_start = max((t for t in started if t is not None), default=None)
+    restarted = any(_int(x.get("restartCount")) > 0 for x in containers)
+    if restarted and last_start is None:
+        return None  # restarted, and when the running container started is unknown
+    start = last_start if restarted and last_start is not None else created
+    if became is None or became < start:
+        return None  # clock skew, or a transition older than this container
+    budget = _startup_budget(pod)
+    if (
+        budget is not None
+        and last_start is not None
+        and (became - last_start).total_seconds() > budget
+    ):
+        return None
+    return (became - start).total_seconds()
+
+
+def _startup_budget(pod: dict[str, Any]) -> float | None:
+    """The longest any container's startup probe lets it take to start, if every one has one."""
+    budgets: list[float] = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        probe = container.get("startupProbe") if isinstance(container, dict) else None
+        if not isinstance(probe, dict):
+            return None
+        budgets.append(
+            _int(probe.get("initialDelaySeconds"))
+            + max(_int(probe.get("periodSeconds"), 10), 1)
+            * max(_int(probe.get("failureThreshold"), 3), 1)
+        )
+    return max(budgets, default=None)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    # Kubernetes' defaults: periodSeconds 10, failureThreshold 3, initialDelaySeconds 0
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+    )
 
 
 def build_metrics_status(snapshot: MetricsSnapshot, window: str, now: datetime) -> dict[str, Any]:

@@ -222,3 +222,30 @@ def test_pod_ready_seconds_reads_creation_to_ready_and_skips_what_cannot_tell() 
         {"spec": {"replicas": 1}, "status": {"replicas": 1, "readyReplicas": 1}}, pods
     )
     assert fleet is not None and fleet.ready_seconds == (240.0,)
+
+
+def test_pod_ready_seconds_measures_a_restart_from_its_start_and_skips_a_readiness_flip() -> None:
+    probe = {"startupProbe": {"periodSeconds": 10, "failureThreshold": 30}}  # 300 s to start
+
+    def pod(ready_at: str, started: str, restarts: int, probe: dict = probe) -> dict:
+        return {
+            "metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "vllm", **probe}]},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}],
+                "containerStatuses": [
+                    {"restartCount": restarts, "state": {"running": {"startedAt": started}}}
+                ],
+            },
+        }
+
+    first = pod("2026-01-01T00:04:00Z", "2026-01-01T00:00:30Z", 0)
+    # crashed after an hour: the load is the new container's 200 s, not the pod's 3 h 20 s
+    again = pod("2026-01-01T03:03:20Z", "2026-01-01T03:00:00Z", 1)
+    # went unready under load and back 2 h later: no load took that long (startup probe: 300 s)
+    flip = pod("2026-01-01T02:00:00Z", "2026-01-01T00:00:30Z", 0)
+    # without a startup probe nothing bounds a load: the figure is taken as it is
+    unbounded = pod("2026-01-01T00:20:00Z", "2026-01-01T00:00:30Z", 0, probe={})
+    # restarted, but when the running container started is not known: no figure
+    unknown = pod("2026-01-01T00:04:00Z", "garbage", 2)
+    assert pod_ready_seconds([first, again, flip, unbounded, unknown]) == (200.0, 240.0, 1200.0)
