@@ -165,7 +165,9 @@ def test_install_run_upgrade_uninstall_cluster_scope(
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
     for args in [
         ("get", "secrets", "-n", namespace),
-        ("delete", "deployments.apps", "-n", app_ns),
+        # deployments: delete is granted, for a canary Deployment (docs/rollouts.md)
+        ("delete", "services", "-n", app_ns),
+        ("update", "deployments.apps", "-n", app_ns),
         ("delete", "vllmservices.serving.vllmop.io", "-n", app_ns),
         ("create", "pods", "-n", app_ns),
         ("update", "nodes"),
