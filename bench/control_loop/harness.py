@@ -30,7 +30,7 @@ from vllm_twin.argv import parse_vllm_argv
 from vllm_twin.observe import SCRAPE_INTERVAL, ObservedFleet, ScrapeStore, scrape_fleet
 
 from .measure import is_503, window_share, window_stats
-from .scenarios import Scenario
+from .scenarios import MAX_REPLICAS, Scenario
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 READY_DELAY = (210.0, 270.0)  # 240 s +- 30 s
@@ -49,9 +49,10 @@ def engine_config(
 class Controls:
     """What a policy may do to the fleet, with the delays, and the books of what it did."""
 
-    def __init__(self, fleet: Fleet, rng: random.Random) -> None:
+    def __init__(self, fleet: Fleet, rng: random.Random, max_replicas: int = MAX_REPLICAS) -> None:
         self.fleet = fleet
         self.rng = rng
+        self.max_replicas = max_replicas  # the GPUs of the type: no more pods fit
         self.scaling_actions = 0
         self.restarts = 0
         self.created: dict[int, float] = {r.id: 0.0 for r in fleet.live}  # pre-warmed at t=0
@@ -63,6 +64,7 @@ class Controls:
         return len(self.fleet.active)
 
     def scale_to(self, target: int, now: float) -> None:
+        target = min(target, self.max_replicas)
         if target == self.replicas:
             return
         self.scaling_actions += 1
@@ -178,7 +180,8 @@ def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
     gpu, model = catalog.gpu(scenario.profile.gpu), catalog.model(scenario.profile.model)
     fleet = ObservedFleet(cfg, gpu, model, replicas, balancer=BALANCER)
     # the same delays, in the same order, for every policy of a scenario
-    controls = Controls(fleet, random.Random(f"delays:{scenario.name}:{scenario.seed}"))
+    rng = random.Random(f"delays:{scenario.name}:{scenario.seed}")
+    controls = Controls(fleet, rng, scenario.profile.max_replicas)
     ctx = Context(scenario, fleet, ScrapeStore(), controls)
 
     def on_tick(now: float, _fleet: Fleet) -> None:

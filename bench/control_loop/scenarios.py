@@ -32,11 +32,17 @@ class Profile:
     max_requests: int
     max_batched_tokens: int  # vLLM's default for the GPU, written out
     max_model_len: int = 16384  # the traces' longest prompt is 14050 tokens
+    max_active_seqs: int | None = None  # unset: vLLM runs maxSeqs
+    # maxReplicas, and the GPUs of the type the cluster has for the service: no policy (nor the
+    # oracle) gets more pods than this (harness.Controls)
+    max_replicas: int = MAX_REPLICAS
 
     def budgets(self) -> str:
+        active = "" if self.max_active_seqs is None else f", maxActiveSeqs {self.max_active_seqs}"
+        cap = "" if self.max_replicas == MAX_REPLICAS else f"; maxReplicas {self.max_replicas}"
         return (
-            f"maxRequests {self.max_requests}, maxSeqs {self.max_seqs}, "
-            f"maxBatchedTokens {self.max_batched_tokens}"
+            f"maxRequests {self.max_requests}, maxSeqs {self.max_seqs}{active}, "
+            f"maxBatchedTokens {self.max_batched_tokens}{cap}"
         )
 
     def spec(self, replicas: int, autotune: str, *, budgets: bool = True) -> VLLMServiceSpec:
@@ -54,14 +60,17 @@ class Profile:
             "autoscaling": {
                 "enabled": True,
                 "minReplicas": MIN_REPLICAS,
-                "maxReplicas": MAX_REPLICAS,
+                "maxReplicas": self.max_replicas,
             },
             "autotune": {"mode": autotune},
         }
         if budgets:
+            running: dict[str, int] = {"maxSeqs": self.max_seqs}
+            if self.max_active_seqs is not None:
+                running["maxActiveSeqs"] = self.max_active_seqs
             data["budgets"] = {
                 "queue": {"maxRequests": self.max_requests},
-                "running": {"maxSeqs": self.max_seqs},
+                "running": running,
                 "tokens": {"maxBatchedTokens": self.max_batched_tokens},
             }
         return VLLMServiceSpec.model_validate(data)
@@ -91,7 +100,15 @@ L4 = Profile(
 # quarter of maxSeqs): the one scenario where the budget rules have something to fix, so that
 # ours-full is seen retuning, restarts and all.
 L4_TIGHT = replace(L4, name="l4-3b-valve8", max_requests=8)
-PROFILES = {p.name: p for p in (H100, L4, L4_TIGHT)}
+# issue 15: budgets mis-set the way they are copied from blog posts, and a GPU cap; the services
+# where the budget lever must matter. On the H100 chat service, the blog's queue 32, running 16,
+# active 8 (a quarter of what one pod holds at the SLO); on the L4 3B service, max-num-seqs 256
+# (its valve twice that, the profiles' convention), so a pod runs every request it admits.
+H100_BLOG = replace(H100, name="h100-8b-blog", max_requests=32, max_seqs=16, max_active_seqs=8)
+L4_SEQS256 = replace(L4, name="l4-3b-seqs256", max_seqs=256, max_requests=512)
+# maxReplicas 2 where the diurnal peak needs 3: the replica lever is capped
+L4_CAP = replace(L4, name="l4-3b-cap2", max_replicas=2)
+PROFILES = {p.name: p for p in (H100, L4, L4_TIGHT, H100_BLOG, L4_SEQS256, L4_CAP)}
 
 
 SEEDS = 5  # runs per scenario; the report gives means with 95% intervals
@@ -104,7 +121,7 @@ STEP_AT, STEP_RISE, STEP_FACTOR = 1200.0, 60.0, 3.0  # x3 in one minute at minut
 @dataclass(frozen=True)
 class Scenario:
     profile: Profile
-    workload: str  # conv | code | bursty | diurnal | multiday | step | ramp
+    workload: str  # conv | code | shift | bursty | diurnal | multiday | step | ramp
     duration: float  # virtual seconds of arrivals
     rate: float  # trace rate multiplier, or the synthetic workload's peak rate (req/s)
     start: float = 0.0  # trace seconds to start from
@@ -121,7 +138,7 @@ class Scenario:
         """The k-th run of this scenario: other arrivals (synthetic), another stretch of the
         trace (traces), and other model-load delays (all)."""
         return replace(self, seed=self.seed + k, start=self.start + k * SEED_STEP
-                       if self.workload in ("conv", "code") else self.start)  # fmt: skip
+                       if self.workload in TRACES else self.start)  # fmt: skip
 
     def describe(self) -> str:
         minutes = f"{self.duration / 60:.0f} min"
@@ -136,6 +153,12 @@ class Scenario:
         if self.workload in ("conv", "code"):
             since = f"from trace minute {self.start / 60:.0f} (+5 per seed)"
             return f"Azure 2023 {self.workload} trace x{self.rate:g} {since}, {minutes}"
+        if self.workload == "shift":
+            since = f"from trace minute {self.start / 60:.0f} (+5 per seed)"
+            return (
+                f"Azure 2023 conv trace x{self.rate:g}, then from minute "
+                f"{self.duration / 120:.0f} the code trace x{self.rate:g}, {since}, {minutes}"
+            )
         sizes = f"prompts ~{self.lengths[0]} / outputs ~{self.lengths[1]} tokens"
         low = f"{self.rate / 6:.3g}"
         if self.workload == "bursty":
@@ -173,6 +196,8 @@ class Scenario:
                 duration=self.duration,
                 loop=True,
             )
+        if self.workload == "shift":
+            return shifted_prompts(self.rate, self.start, self.duration)
         if self.workload == "bursty":
             # on at the start of each 15 minutes: a burst for 5 minutes, five times the base rate
             return bursty(
@@ -199,6 +224,22 @@ def _shifted(req: SimRequest, arrival: float) -> SimRequest:
     return SimRequest(req.request_id, arrival, req.prompt_tokens, req.max_tokens)
 
 
+TRACES = ("conv", "code", "shift")
+
+
+def shifted_prompts(rate: float, start: float, duration: float) -> list[SimRequest]:
+    """Conversation prompts for the first half, code prompts (longer, ~2k tokens) after: the
+    same service sees its prompts grow mid-run, as when a code assistant moves onto it."""
+    half = duration / 2
+    conv = azure_trace("conv", rate_multiplier=rate, start=start, duration=half, loop=True)
+    code = azure_trace("code", rate_multiplier=rate, start=start, duration=half, loop=True)
+    later = [
+        SimRequest(f"code-{k}", r.arrival + half, r.prompt_tokens, r.max_tokens)
+        for k, r in enumerate(code)
+    ]
+    return [*conv, *later]
+
+
 # Rates: the peak needs 2-4 replicas and one hour stays around 5-25 thousand requests, so the
 # whole set runs in minutes. The code trace is left out on L4: its bursts of up to 67 requests
 # in a second (2k-token prompts) miss a 2 s TTFT p95 there even on 8 replicas.
@@ -216,6 +257,11 @@ DEFAULT = (
     Scenario(L4, "step", 3600, 3.5),
     Scenario(L4, "ramp", 3600, 3.5),
     Scenario(L4, "conv", 3600, 0.5, start=1200, node_loss_at=NODE_LOSS_AT),
+    # issue 15: where the budget lever must matter (blog budgets, a GPU cap, prompts that grow)
+    Scenario(H100_BLOG, "conv", 3600, 1.25),
+    Scenario(L4_SEQS256, "diurnal", 3600, 3.5),
+    Scenario(L4_CAP, "diurnal", 3600, 3.5),
+    Scenario(H100, "shift", 3600, 1.0),
 )
 # --quick: minutes, not an hour; for the smoke test and a first look
 QUICK = (Scenario(L4, "bursty", 1200, 3.5),)

@@ -11,7 +11,7 @@ from bench.control_loop.__main__ import main
 from bench.control_loop.harness import Context, Controls
 from bench.control_loop.measure import window_share, window_stats
 from bench.control_loop.policies import Wva
-from bench.control_loop.scenarios import QUICK
+from bench.control_loop.scenarios import DEFAULT, QUICK
 
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
 from vllm_operator.sim.fleet import Fleet
@@ -115,3 +115,34 @@ def test_the_wva_saturation_analyzer_follows_its_documented_triggers() -> None:
     assert _wva_tick(kv=0.75, waiting=0.0, asked=3) == 3  # a replica is pending: no scale-up
     assert _wva_tick(kv=0.2, waiting=0.0) == 1  # 0.4 KV on one pod leaves 0.4 spare: one fewer
     assert _wva_tick(kv=0.36, waiting=0.0) == 2  # on one pod 0.72: spare 0.08 < 0.10, stay
+
+
+def test_a_gpu_cap_stops_every_policy_at_max_replicas() -> None:
+    fleet = Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 1)
+    controls = Controls(fleet, random.Random(1), max_replicas=2)
+    controls.scale_to(5, 0.0)  # no GPU of the type for a third pod
+    assert controls.replicas == 2 and controls.scaling_actions == 1
+    controls.scale_to(3, 10.0)
+    assert controls.replicas == 2 and controls.scaling_actions == 1
+
+
+def test_the_issue_15_scenarios_set_the_budgets_they_name() -> None:
+    by_name = {s.name: s for s in DEFAULT}
+    blog = by_name["h100-8b-blog/conv"].profile.spec(1, "Auto").budgets
+    assert blog is not None and (blog.queue.max_requests, blog.running.max_seqs,
+                                 blog.running.max_active_seqs) == (32, 16, 8)  # fmt: skip
+    seqs = by_name["l4-3b-seqs256/diurnal"].profile.spec(1, "Auto").budgets
+    assert seqs is not None and seqs.running.max_seqs == 256
+    capped = by_name["l4-3b-cap2/diurnal"].profile.spec(1, "Auto").autoscaling
+    assert capped is not None and capped.max_replicas == 2
+
+
+def test_the_shift_workload_moves_from_conversation_to_code_prompts_at_half_time() -> None:
+    scenario = next(s for s in DEFAULT if s.workload == "shift")
+    reqs = scenario.requests()
+    half = scenario.duration / 2
+    first = [r.prompt_tokens for r in reqs if r.arrival < half]
+    second = [r.prompt_tokens for r in reqs if r.arrival >= half]
+    assert [r.arrival for r in reqs] == sorted(r.arrival for r in reqs)
+    assert max(r.arrival for r in reqs) < scenario.duration
+    assert sum(second) / len(second) > 1.3 * sum(first) / len(first)  # prompts grew
