@@ -7,6 +7,9 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           0c metrics not usable or older than the limit      HoldMetrics<Quality>
           0d rollout in progress or pods not ready           HoldRollout / HoldPodsNotReady
   rules   1  a budget change waiting to be judged            RetuneSettling / RetuneKept / Rollback
+          1b a problem, and the engine model's best budget   RetuneByModel (one move to the
+             move pays for its restarts (retune_move.py)     target), or RetuneDoesNotPay
+                                                             blocks the x2 budget remedies below
           2  503s over budget, TTFT without headroom         scale up
           3  503s over budget, TTFT with headroom            open the entry valve, else scale up
           4  ITL over SLO or preemptions at the active cap   lower maxActiveSeqs, else scale up
@@ -45,6 +48,7 @@ from vllm_operator.tuning.inputs import Inputs, autotune_mode
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.retune_move import decide_retune
 from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
@@ -58,7 +62,6 @@ GUARDS: tuple[Rule, ...] = (
     guards.fleet_unsteady,
 )
 RULES: tuple[Rule, ...] = (
-    pending_rule,
     rules.rejections_without_headroom,
     rules.rejections_with_headroom,
     rules.running_too_big,
@@ -127,13 +130,24 @@ def _rules(i: Inputs) -> Decision:
     learned = replace(unvoted, state=replace(i.state, capacity=raised_capacity(unvoted)))
     votes = i.state.scale_down_votes + 1 if low_load(learned) else 0
     voted = replace(learned, state=replace(learned.state, scale_down_votes=votes))
-    for rule in RULES:
-        decision = rule(voted)
-        if decision is not None:
-            if decision.reason == Reason.RETUNE_SETTLING:
-                return _scale_up_while_settling(replace(voted, state=decision.state), decision)
-            return decision
-    return rules.within_slo(voted)
+    judged = pending_rule(voted)
+    if judged is not None:
+        if judged.reason == Reason.RETUNE_SETTLING:
+            return _scale_up_while_settling(replace(voted, state=judged.state), judged)
+        return judged
+    voted, moved = decide_retune(voted)
+    if moved is not None:
+        return moved
+    decision = next((d for d in (rule(voted) for rule in RULES) if d is not None), None)
+    return _with_verdict(voted, decision or rules.within_slo(voted))
+
+
+def _with_verdict(i: Inputs, decision: Decision) -> Decision:
+    """A hold says why the engine model made no budget move, also when no rule asked for one."""
+    blocker = i.budget_blocker
+    if blocker is None or decision.action.kind != "Hold" or blocker.phrase in decision.message:
+        return decision
+    return replace(decision, message=f"{decision.message}; {blocker.phrase}")
 
 
 def _ahead_of_coming(i: Inputs, held: Decision) -> Decision:

@@ -14,6 +14,7 @@ from functools import cached_property
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.spec import AutoscalingSpec, Bound, VLLMServiceSpec
 from vllm_operator.tuning.model import BudgetKey, CapacityEstimate, MetricsSnapshot, TuningState
+from vllm_operator.tuning.outcome import Blocked
 from vllm_operator.tuning.settings import TuningSettings
 
 _ATTRS: dict[str, tuple[str, str]] = {f.key: (f.group, f.attr) for f in BUDGET_FIELDS}
@@ -74,6 +75,9 @@ class Inputs:
     autotune_acts: bool
     # capacity estimates from sources other than this fleet's observations (capacity.py)
     capacities: tuple[CapacityEstimate, ...] = ()
+    # set when the engine model judged this pass's budget moves not worth their restarts
+    # (retune_move.py): every budget remedy of the rules is then blocked by it
+    budget_blocker: Blocked | None = None
 
     @cached_property
     def targets(self) -> Targets:

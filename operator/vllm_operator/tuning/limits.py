@@ -81,16 +81,14 @@ def restart_budget_blocker(i: Inputs) -> Blocked | None:
 def _blocker(i: Inputs, key: BudgetKey, direction: Direction) -> Blocked | None:
     if not i.autotune_acts:
         return Blocked(Reason.AUTOTUNE_OFF, f"autotune is {autotune_mode(i.spec)}", disabled=True)
+    if i.budget_blocker is not None:
+        return i.budget_blocker
     for hold in i.state.holds:
         if hold.field == key and hold.direction == direction and i.now < hold.until:
             return Blocked(
                 Reason.HOLD_AFTER_ROLLBACK, f"{label(key)} held {direction} after a rollback"
             )
-    until = i.state.retune_cooldown_until
-    if until is not None and i.now < until:
-        left = (until - i.now).total_seconds()
-        return Blocked(Reason.RETUNE_COOLDOWN, f"budget changes cool down for {left:.0f}s more")
-    return restart_budget_blocker(i)
+    return retune_blocker(i)
 
 
 def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) -> Move | Blocked:
@@ -114,10 +112,20 @@ def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) 
         edge, value = ("max", hi) if direction == "up" else ("min", lo)
         phrase = f"{label(key)} {current} at its {edge} {value}"
         return Blocked(Reason.BUDGET_AT_BOUND, phrase, pinned=(key,))
-    return _applied(i, key, current, target)
+    return apply_budget(i, key, current, target)
 
 
-def _applied(i: Inputs, key: BudgetKey, current: int, target: int) -> Move:
+def retune_blocker(i: Inputs) -> Blocked | None:
+    """What stops any budget change now: the retune cooldown or the restart budget."""
+    until = i.state.retune_cooldown_until
+    if until is not None and i.now < until:
+        left = (until - i.now).total_seconds()
+        return Blocked(Reason.RETUNE_COOLDOWN, f"budget changes cool down for {left:.0f}s more")
+    return restart_budget_blocker(i)
+
+
+def apply_budget(i: Inputs, key: BudgetKey, current: int, target: int) -> Move:
+    """`key` set from `current` to `target`: the override, restart, cooldown and judgement."""
     overrides = dict(i.state.overrides)
     if target == spec_budget(i.spec, key):
         overrides.pop(key, None)  # back at the spec's own value: nothing to override

@@ -90,6 +90,12 @@ class Reason(StrEnum):
         "Rollback",
         "the canary was clearly worse than the stable pods (or could not be judged): removed",
     )
+    # the engine model's one-step budget move (tuning/retune_move.py)
+    RETUNE_BY_MODEL = (
+        "RetuneByModel",
+        "SetBudget",
+        "a problem the engine model predicts one budget move fixes, worth more than its restarts",
+    )
     # rules 2-9: what the tuner changes
     SCALE_UP_REJECTIONS = (
         "ScaleUpRejections",
@@ -183,6 +189,11 @@ class Reason(StrEnum):
     )
     BUDGET_UNSET = "BudgetUnset", "Hold", "blocker: the spec leaves the budget unset"
     BUDGET_AT_BOUND = "BudgetAtBound", "Hold", "blocker: the budget is at its bound"
+    RETUNE_DOES_NOT_PAY = (
+        "RetuneDoesNotPay",
+        "Hold",
+        "blocker: the engine model's best budget move gains less than its restarts cost",
+    )
     KV_CACHE_FULL = (
         "KVCacheFull",
         "Hold",

@@ -42,7 +42,9 @@ class TuningSettings:
     restart_window: timedelta = timedelta(hours=1)  # what "per hour" in maxRestartsPerHour means
     rollback_margin: float = 0.1  # "clearly worse": 10% beyond the figure before the change
     judgement_load_tolerance: float = 0.25  # traffic up more than 25%: "worse" is not the change's
-    max_budget_step: float = 2.0  # at most x2 up or /2 down per decision
+    max_budget_step: float = 2.0  # at most x2 up or /2 down per decision (the x2 budget rules)
+    # a model-chosen move (retune_move.py) counts its predicted gain over this long
+    retune_payback: timedelta = timedelta(seconds=1800)
     default_bound_factor: float = 4.0  # without spec bounds: [spec / 4, spec * 4]
     # Hysteresis: act above the SLO, aim at `headroom` x SLO, call `well_under` x SLO quiet.
     headroom: float = 0.8

@@ -17,13 +17,15 @@ WIRE = (
     "HoldTuningOff", "ReplicasOutOfBounds", "HoldMetricsMissing", "HoldMetricsStale",
     "HoldMetricsPartial", "HoldMetricsInvalid", "HoldMetricsError", "HoldRollout",
     "HoldPodsNotReady", "RetuneSettling", "RetuneKept", "RollbackWorse",
-    "CanaryStarted", "CanaryJudging", "CanaryPromoted", "CanaryRemoved", "ScaleUpRejections",
+    "CanaryStarted", "CanaryJudging", "CanaryPromoted", "CanaryRemoved", "RetuneByModel",
+    "ScaleUpRejections",
     "RaiseQueueRejections", "LowerActiveSeqsITL", "LowerActiveSeqsPreemption", "ScaleUpLatency",
     "RaiseActiveSeqsWaiting", "RaiseBatchedTokensTTFT", "ScaleUpNearCapacity", "ScaleUpForecast",
     "ScaleDownLowLoad",
     "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "AtMinReplicas",
     "ScaleUpCooldown", "ScaleDownVoting", "ScaleDownStabilizing", "RetuneCooldown",
-    "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound", "KVCacheFull",
+    "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound",
+    "RetuneDoesNotPay", "KVCacheFull",
 )  # fmt: skip
 
 

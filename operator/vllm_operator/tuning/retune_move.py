@@ -1,0 +1,309 @@
+"""A budget move chosen by the engine model in one step, made only when it pays for its restarts.
+
+When the figures show a problem (503s over budget, TTFT or ITL over SLO, preemptions) and a
+budget change may be made now (no cooldown, restart budget left), the planner's evaluation
+(planning/evaluate.py, the pure engine model) replays the observed workload on one pod of the
+fleet: the budgets in force, then each budget the tuner may move (never maxSeqs) at the values
+of its allowed range (limits.allowed_range: spec.autotune.bounds, vLLM's cross-field rules),
+one field at a time ("change one layer at a time"). Every value is checked the way the planner
+checks its candidates (planning/candidate.py: the CRD's rules, the renderer, vLLM's start-up).
+The best value is the target, straight away: no x2 steps over several cooldowns.
+
+The move pays when the requests it is predicted to bring into the SLO over `retune_payback`
+outweigh those its restarts put at risk: one pod at a time is down for the pods' ready time
+(status.tuning.readyTime), so about `rate x ready time` requests, at the attainment of today.
+When the replica lever is capped (maxReplicas, autoscaling off) nothing else can fix the
+problem, and the message says so; when it is not, the move must still pay, since a replica
+would fix it too without a restart.
+
+The observed workload is the snapshot's: the arrival rate, the mean prompt length (lognormal,
+sigma 1 around it), and the mean output length estimated by Little's law from the running
+requests, the finish rate and ITL p95 (running time per request / time per token). Results are
+memoised on the rounded workload: the same figures give the same answer without a replay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from vllm_operator.api.budgets import BUDGETS_BY_KEY
+from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.planning.candidate import Candidate, Target
+from vllm_operator.planning.evaluate import Point, Setting
+from vllm_operator.planning.search import Search
+from vllm_operator.planning.workload import Workload, build_arrivals
+from vllm_operator.sim.catalog import Catalog, load_catalog
+from vllm_operator.sim.workload import LengthDist
+from vllm_operator.tuning import signals
+from vllm_operator.tuning.forecast import ready_horizon
+from vllm_operator.tuning.inputs import Inputs, spec_budget
+from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
+from vllm_operator.tuning.model import BudgetKey, Decision
+from vllm_operator.tuning.outcome import Blocked, Move, act
+from vllm_operator.tuning.reasons import Reason
+
+MOVABLE: tuple[BudgetKey, ...] = (
+    "maxRequests",
+    "maxPrefillTokens",
+    "maxActiveSeqs",
+    "maxBatchedTokens",
+)
+HORIZON = 120.0  # seconds of arrivals replayed per evaluation (after a 30 s warm-up)
+FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)  # the grid around the value in force
+OUTPUT_RANGE = (16, 4096)  # the estimated mean output length is clamped inside it
+PROMPT_SIGMA = 1.0
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What the engine model predicts for one configuration under the observed workload."""
+
+    rejected_share: float
+    ttft_p95: float  # seconds
+    itl_p95: float
+    per_pod: float  # requests/s one pod completes
+    attainment: float  # share of offered requests within the SLO (503s count as misses)
+
+    def phrase(self) -> str:
+        return (
+            f"503 {self.rejected_share:.1%}, TTFT p95 {self.ttft_p95:.2f}s, "
+            f"ITL p95 {self.itl_p95 * 1000:.0f}ms, {self.attainment:.0%} in SLO, "
+            f"{self.per_pod:.2f}/s per pod"
+        )
+
+
+@dataclass(frozen=True)
+class RetuneMove:
+    """The model's best one-field move for the observed workload, and whether it pays."""
+
+    field: BudgetKey
+    from_value: int
+    to_value: int
+    current: Predicted
+    target: Predicted
+    gain: float  # requests brought into the SLO over the payback horizon
+    cost: float  # requests the rolling restart puts at risk
+    capped: str | None  # why replicas cannot fix the problem, None when they can
+
+    @property
+    def pays(self) -> bool:
+        return self.to_value != self.from_value and self.gain > self.cost
+
+    def effect(self) -> str:
+        """The predicted effect, current against target, and the payback sum."""
+        return (
+            f"the engine model predicts {self.target.phrase()}, against {self.current.phrase()} "
+            f"now; {self.gain:.0f} more requests in SLO over the payback against "
+            f"{self.cost:.0f} at risk in the restarts"
+        )
+
+    def phrase(self) -> str:
+        return f"{label(self.field)} {self.from_value} -> {self.to_value}: {self.effect()}"
+
+
+@dataclass(frozen=True)
+class _Load:
+    """The observed workload, rounded so that nearby passes share a memoised answer."""
+
+    rate: float  # req/s, the whole fleet
+    prompt: int  # mean tokens
+    output: int  # mean tokens
+
+
+def has_problem(i: Inputs) -> bool:
+    """The figures show something a budget move might fix."""
+    return (
+        signals.rejections_over(i)
+        or signals.over(i, "ttft")
+        or signals.over(i, "itl")
+        or signals.preempting(i)
+    )
+
+
+def replicas_capped(i: Inputs) -> str | None:
+    """Why adding replicas is not possible now, None when it is."""
+    scaling = i.scaling
+    if scaling is None:
+        return "autoscaling is off"
+    if scaling.max_replicas is not None and i.replicas >= scaling.max_replicas:
+        return f"replicas at maxReplicas {scaling.max_replicas}"
+    return None
+
+
+def _round2(x: float) -> float:
+    """Two significant digits."""
+    if x <= 0:
+        return 0.0
+    digits = 1 - math.floor(math.log10(x))
+    return round(x, digits)
+
+
+def observed_load(i: Inputs) -> _Load | None:
+    """The snapshot's workload, None when a figure it needs is missing."""
+    snap = i.snapshot
+    rate, prompt = snap.request_rate, snap.prompt_tokens_per_request
+    done, running, itl = snap.admitted_rate, snap.running, snap.itl_p95
+    if not rate or not prompt or not done or running is None or not itl:
+        return None
+    # Little's law: seconds a request runs = running / finish rate; tokens = that / ITL
+    output = running / done / itl
+    lo, hi = OUTPUT_RANGE
+    return _Load(_round2(rate), int(_round2(prompt)), int(_round2(min(hi, max(lo, output)))))
+
+
+def candidate_of(spec: VLLMServiceSpec, overrides: dict[str, int], replicas: int) -> Candidate:
+    """The configuration the pods run: spec budgets with the overrides in force."""
+    budgets: dict[str, int | None] = {}
+    for key, f in BUDGETS_BY_KEY.items():
+        value = overrides.get(key, spec_budget(spec, key))
+        budgets[f.dest] = value
+    engine = spec.engine
+    tp = spec.gpu.count
+    if engine is not None and engine.tensor_parallel_size is not None:
+        tp = engine.tensor_parallel_size
+    mml = None if engine is None else engine.max_model_len
+    base = Candidate(spec.gpu.type, max(1, replicas), tp=tp, max_model_len=mml)
+    return base.with_budgets(**budgets)
+
+
+def _values(current: int, lo: int, hi: int) -> list[int]:
+    grid = {lo, hi, *(round(current * f) for f in FACTORS)}
+    return sorted(v for v in grid if lo <= v <= hi and v != current)
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> Catalog:
+    return load_catalog()  # the packaged profiles: read once, never changed
+
+
+@lru_cache(maxsize=4096)
+def _predict(c: Candidate, model: str, target: Target, load: _Load) -> Predicted | None:
+    """The engine model's figures for `c` under `load`; None when `c` is refused (the CRD, the
+    renderer or vLLM's start-up) or the model does not know the GPU or model."""
+    catalog = _catalog()
+    try:
+        catalog.gpu(c.gpu)
+        catalog.model(model)
+    except KeyError:
+        return None
+    setting = Setting(catalog, model, target, {})
+    workload = Workload(
+        "poisson",
+        "observed",
+        rate=load.rate,
+        prompt=LengthDist("lognormal", load.prompt, PROMPT_SIGMA, cap=_prompt_cap(c)),
+        output=LengthDist("lognormal", load.output, PROMPT_SIGMA, cap=OUTPUT_RANGE[1]),
+        horizon=HORIZON,
+    )
+    search = Search(setting, workload, build_arrivals(workload), None, c.replicas)
+    point = search.evaluate(c, "observed")
+    return None if point is None else _predicted(point, c.replicas)
+
+
+def _prompt_cap(c: Candidate) -> int:
+    mml = c.max_model_len or 8192
+    return max(1, mml - OUTPUT_RANGE[1])
+
+
+def _predicted(p: Point, replicas: int) -> Predicted:
+    return Predicted(
+        rejected_share=p.rejected_share,
+        ttft_p95=p.ttft_p95_s if not math.isnan(p.ttft_p95_s) else math.inf,
+        itl_p95=p.itl_p95_s if not math.isnan(p.itl_p95_s) else math.inf,
+        per_pod=p.throughput_rps / replicas,
+        attainment=p.slo_attainment,
+    )
+
+
+def _target(i: Inputs) -> Target | None:
+    t = i.targets
+    if t.ttft is None:
+        return None
+    return Target(t.ttft, t.itl, t.max_rejection_ratio, margin=0.0)
+
+
+def _within(p: Predicted, t: Target) -> bool:
+    itl_ok = t.itl is None or p.itl_p95 <= t.itl
+    return p.rejected_share <= t.max_rejection and p.ttft_p95 <= t.ttft and itl_ok
+
+
+def _held(i: Inputs, key: BudgetKey, direction: str) -> bool:
+    return any(
+        h.field == key and h.direction == direction and i.now < h.until for h in i.state.holds
+    )
+
+
+def compute_retune_move(i: Inputs) -> RetuneMove | None:
+    """The best one-field move for the observed workload (possibly to the value in force, which
+    `pays` is never), or None when the model cannot predict it, or predicts the configuration in
+    force within the SLO although the figures are not (it does not reproduce the problem)."""
+    load, target = observed_load(i), _target(i)
+    if load is None or target is None:
+        return None
+    model = i.spec.model
+    current_c = candidate_of(i.spec, i.state.overrides, i.pods)
+    current = _predict(current_c, model, target, load)
+    if current is None or _within(current, target):
+        return None  # the model does not see the problem the figures show: it cannot fix it
+    best: tuple[tuple[float, float], BudgetKey, int, Predicted] | None = None
+    for key in MOVABLE:
+        now_value = i.budget(key)
+        window = allowed_range(i.spec, key, i.settings)
+        if now_value is None or window is None:
+            continue
+        for value in _values(now_value, *window):
+            if _held(i, key, "up" if value > now_value else "down"):
+                continue
+            c = candidate_of(i.spec, {**i.state.overrides, key: value}, i.pods)
+            predicted = _predict(c, model, target, load)
+            if predicted is None:
+                continue
+            score = (predicted.attainment, predicted.per_pod)
+            if best is None or score > best[0]:
+                best = (score, key, value, predicted)
+    if best is None:
+        return None
+    _, key, value, predicted = best
+    from_value = i.budget(key)
+    assert from_value is not None
+    ready, _source = ready_horizon(i)
+    rate = load.rate
+    payback = i.settings.retune_payback.total_seconds()
+    gain = (predicted.attainment - current.attainment) * rate * payback
+    cost = rate * ready * current.attainment
+    return RetuneMove(key, from_value, value, current, predicted, gain, cost, replicas_capped(i))
+
+
+def _diagnosis(i: Inputs, capped: str | None) -> str:
+    out = (
+        f"{signals.rejection_phrase(i)}, {signals.latency_phrase(i, 'ttft')}, "
+        f"{signals.latency_phrase(i, 'itl')}"
+    )
+    return out if capped is None else f"{out}, {capped}"
+
+
+def decide_retune(i: Inputs) -> tuple[Inputs, Decision | None]:
+    """The model's move as this pass's decision when it pays; otherwise None, with `i` blocking
+    every x2 budget remedy of the rules when the model found that no move pays (so the chain
+    scales, or holds with RetuneDoesNotPay). Where the model cannot predict (a figure missing,
+    a GPU or model the catalog lacks) `i` is unchanged: the rules' own steps apply."""
+    if not i.autotune_acts or not i.rates_trusted or not has_problem(i):
+        return i, None
+    if i.state.pending is not None or i.state.canary is not None:
+        return i, None
+    if retune_blocker(i) is not None:
+        return i, None  # the rules' budget remedies name the same blocker
+    move = compute_retune_move(i)
+    if move is None:
+        return i, None
+    if not move.pays:
+        if move.to_value == move.from_value:
+            why = "the engine model finds no better budget for the observed workload"
+        else:
+            why = f"the move does not pay ({move.phrase()})"
+        return replace(i, budget_blocker=Blocked(Reason.RETUNE_DOES_NOT_PAY, why)), None
+    applied = apply_budget(i, move.field, move.from_value, move.to_value)
+    step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.effect()})")
+    return i, act(Reason.RETUNE_BY_MODEL, _diagnosis(i, move.capped), step, i.snapshot)

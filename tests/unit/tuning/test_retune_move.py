@@ -1,0 +1,166 @@
+"""The engine model's one-move retune: chosen within bounds, made only when it pays."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.tuning.support import T0, snap, spec, state
+from vllm_operator.planning.candidate import Target, build_service, check_service, resolve
+from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.inputs import Inputs
+from vllm_operator.tuning.limits import allowed_range
+from vllm_operator.tuning.model import ReadyTime, TuningState
+from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.retune_move import (
+    _catalog,
+    _values,
+    candidate_of,
+    compute_retune_move,
+    decide_retune,
+)
+from vllm_operator.tuning.settings import TuningSettings
+
+# The L4 3B service with max-num-seqs 256 copied from a blog post, capped at 2 replicas.
+L4_256: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.2-3B-Instruct",
+    "gpu": {"type": "L4"},
+    "engine": {"maxModelLen": 16384},
+    "budgets": {
+        "queue": {"maxRequests": 512},
+        "running": {"maxSeqs": 256, "maxActiveSeqs": None},
+        "tokens": {"maxBatchedTokens": 2048},
+    },
+    "slo": {"ttftP95": "2000ms", "itlP95": "100ms", "maxRejectionRatio": 0.005},
+    "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 2},
+}
+# 2 pods at 4 req/s, 40 running, ITL p95 120 ms over its 100 ms SLO
+OVERLOADED: dict[str, Any] = {
+    "request_rate": 4.0,
+    "admitted_rate": 4.0,
+    "running": 40.0,
+    "itl_p95": 0.12,
+    "ttft_p95": 1.5,
+    "prompt_tokens_per_request": 1000.0,
+}
+SETTINGS = TuningSettings()
+
+
+def inputs(spec_patch: dict[str, Any], changes: dict[str, Any], st_: TuningState) -> Inputs:
+    return Inputs(spec(**spec_patch), snap(**changes), st_, T0, SETTINGS, True)
+
+
+def test_a_capped_service_gets_one_move_that_pays_with_its_predicted_effect() -> None:
+    d = decide(spec(**L4_256), snap(**OVERLOADED), state(), T0)
+    assert d.reason == Reason.RETUNE_BY_MODEL
+    assert d.action.kind == "SetBudget" and d.applied
+    key, before, after = d.action.field, d.action.from_value, d.action.to_value
+    assert (key, before) == ("maxBatchedTokens", 2048)
+    assert after is not None and after < before / 2  # past the x2 step of the old rules
+    assert "replicas at maxReplicas 2" in d.message
+    assert "in one move" in d.message and "the engine model predicts" in d.message
+    assert d.state.overrides == {key: after}
+    assert d.state.pending is not None and d.state.pending.to_value == after
+    assert d.state.retune_cooldown_until == T0 + SETTINGS.retune_cooldown
+
+
+def test_recommend_shows_the_same_move_without_making_it() -> None:
+    auto = decide(spec(**L4_256), snap(**OVERLOADED), state(), T0)
+    advised = decide(
+        spec(**L4_256, autotune={"mode": "Recommend"}), snap(**OVERLOADED), state(), T0
+    )
+    assert advised.reason == Reason.RETUNE_BY_MODEL and not advised.applied
+    assert advised.action == auto.action
+    assert advised.message == auto.message
+    assert advised.state.overrides == {} and advised.state.pending is None
+
+
+def test_no_move_when_the_restarts_cost_more_than_the_gain() -> None:
+    # pods that take 3 hours to load: no gain over the payback outweighs that
+    slow = state(ready_time=ReadyTime(3 * 3600.0, T0 - timedelta(hours=1)))
+    i = inputs(L4_256, OVERLOADED, slow)
+    move = compute_retune_move(i)
+    assert move is not None and not move.pays and move.cost > move.gain
+    after, decision = decide_retune(i)
+    assert decision is None
+    assert after.budget_blocker is not None
+    assert after.budget_blocker.reason == Reason.RETUNE_DOES_NOT_PAY
+    held = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0)
+    # the decode batch (20 per pod) is under every cap rule 4 may set: rule 7 holds at the cap
+    assert held.action.kind == "Hold" and held.reason == Reason.AT_MAX_REPLICAS
+    assert "the move does not pay" in held.message
+
+
+def test_no_model_run_without_a_problem_or_while_budgets_cannot_move() -> None:
+    quiet = {**OVERLOADED, "itl_p95": 0.05, "running": 10.0}
+    cases = [
+        inputs(L4_256, quiet, state()),  # every figure within the SLO
+        inputs(L4_256, OVERLOADED, state(retune_cooldown_until=T0 + timedelta(seconds=1))),
+        inputs(L4_256, OVERLOADED, state(restart_times=(T0, T0))),  # 2 of 2 per hour used
+        replace(inputs(L4_256, OVERLOADED, state()), autotune_acts=False),
+    ]
+    for i in cases:
+        assert decide_retune(i) == (i, None)
+
+
+def test_a_model_that_does_not_see_the_problem_leaves_it_to_the_rules() -> None:
+    # an unknown model: nothing to predict with
+    i = inputs({**L4_256, "model": "org/unknown-model"}, OVERLOADED, state())
+    assert compute_retune_move(i) is None
+    # 503s the model does not reproduce (0.2 req/s on two L4 pods): no verdict either way
+    light = {**OVERLOADED, "request_rate": 0.2, "admitted_rate": 0.1, "running": 0.5,
+             "rejection_ratio": 0.5, "rejection_rate": 0.1}  # fmt: skip
+    i = inputs(L4_256, light, state())
+    assert compute_retune_move(i) is None
+    assert decide_retune(i) == (i, None)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(
+    current=st.integers(1, 100_000),
+    lo=st.integers(1, 5_000),
+    width=st.integers(0, 50_000),
+)
+def test_the_values_tried_stay_inside_the_range(current: int, lo: int, width: int) -> None:
+    hi = lo + width
+    values = _values(current, lo, hi)
+    assert all(lo <= v <= hi and v != current for v in values)
+    assert values == sorted(set(values))
+    if lo != current:
+        assert lo in values
+
+
+@settings(derandomize=True, max_examples=25, deadline=None)
+@given(
+    seqs=st.sampled_from([16, 32, 64, 128, 256]),
+    requests=st.integers(1, 1024),
+    tokens=st.sampled_from([512, 1024, 2048, 4096, 8192]),
+    key=st.sampled_from(["maxRequests", "maxActiveSeqs", "maxBatchedTokens"]),
+    pick=st.floats(0.0, 1.0),
+)
+def test_every_move_in_range_passes_the_crd_and_vllms_start_up(
+    seqs: int, requests: int, tokens: int, key: str, pick: float
+) -> None:
+    tokens = max(tokens, seqs)  # vLLM: max-num-batched-tokens >= max-num-seqs
+    s = spec(
+        **{
+            **L4_256,
+            "budgets": {
+                "queue": {"maxRequests": requests},
+                "running": {"maxSeqs": seqs, "maxActiveSeqs": None},
+                "tokens": {"maxBatchedTokens": tokens},
+            },
+        }
+    )
+    window = allowed_range(s, key, SETTINGS)
+    assert window is not None
+    lo, hi = window
+    value = lo + round(pick * (hi - lo))
+    c = candidate_of(s, {key: value}, 2)
+    manifest = build_service(c, model=s.model, name="x", namespace=None, target=Target(2.0, 0.1))
+    assert check_service(manifest) is None
+    resolve(c, _catalog(), s.model)  # raises with vLLM's message if it would not start
