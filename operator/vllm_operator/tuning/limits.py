@@ -81,8 +81,6 @@ def restart_budget_blocker(i: Inputs) -> Blocked | None:
 def _blocker(i: Inputs, key: BudgetKey, direction: Direction) -> Blocked | None:
     if not i.autotune_acts:
         return Blocked(Reason.AUTOTUNE_OFF, f"autotune is {autotune_mode(i.spec)}", disabled=True)
-    if i.budget_blocker is not None:
-        return i.budget_blocker
     for hold in i.state.holds:
         if hold.field == key and hold.direction == direction and i.now < hold.until:
             return Blocked(
@@ -112,6 +110,8 @@ def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) 
         edge, value = ("max", hi) if direction == "up" else ("min", lo)
         phrase = f"{label(key)} {current} at its {edge} {value}"
         return Blocked(Reason.BUDGET_AT_BOUND, phrase, pinned=(key,))
+    if i.budget_blocker is not None:  # the engine model found no move worth its restarts
+        return i.budget_blocker
     return apply_budget(i, key, current, target)
 
 

@@ -12,9 +12,11 @@ The best value is the target, straight away: no x2 steps over several cooldowns.
 The move pays when the requests it is predicted to bring into the SLO over `retune_payback`
 outweigh those its restarts put at risk: one pod at a time is down for the pods' ready time
 (status.tuning.readyTime), so about `rate x ready time` requests, at the attainment of today.
-When the replica lever is capped (maxReplicas, autoscaling off) nothing else can fix the
-problem, and the message says so; when it is not, the move must still pay, since a replica
-would fix it too without a restart.
+A value counts only if it brings MIN_GAIN more of the requests into the SLO. When no move pays
+and replicas can still be added, the x2 budget remedies of the rules are blocked: a replica
+fixes the problem too, in one pod's ready time and without a restart. When the replica lever is
+capped (maxReplicas, autoscaling off) the message of a move says so, and without a paying move
+the rules' own steps stay the last lever, judged by rule 1 or a canary as before.
 
 The observed workload is the snapshot's: the arrival rate, the mean prompt length (lognormal,
 sigma 1 around it), and the mean output length estimated by Little's law from the running
@@ -54,6 +56,7 @@ HORIZON = 120.0  # seconds of arrivals replayed per evaluation (after a 30 s war
 FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)  # the grid around the value in force
 OUTPUT_RANGE = (16, 4096)  # the estimated mean output length is clamped inside it
 PROMPT_SIGMA = 1.0
+MIN_GAIN = 0.01  # a value must bring at least 1% more of the requests into the SLO to count
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class RetuneMove:
 
     @property
     def pays(self) -> bool:
-        return self.to_value != self.from_value and self.gain > self.cost
+        return self.gain > self.cost
 
     def effect(self) -> str:
         """The predicted effect, current against target, and the payback sum."""
@@ -101,6 +104,15 @@ class RetuneMove:
 
     def phrase(self) -> str:
         return f"{label(self.field)} {self.from_value} -> {self.to_value}: {self.effect()}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The model's prediction for the budgets in force, and its best move (None: no value
+    brings MIN_GAIN more of the requests into the SLO)."""
+
+    current: Predicted
+    move: RetuneMove | None
 
 
 @dataclass(frozen=True)
@@ -235,10 +247,10 @@ def _held(i: Inputs, key: BudgetKey, direction: str) -> bool:
     )
 
 
-def compute_retune_move(i: Inputs) -> RetuneMove | None:
-    """The best one-field move for the observed workload (possibly to the value in force, which
-    `pays` is never), or None when the model cannot predict it, or predicts the configuration in
-    force within the SLO although the figures are not (it does not reproduce the problem)."""
+def compute_retune_move(i: Inputs) -> Verdict | None:
+    """The best one-field move for the observed workload; None when the model cannot predict
+    it, or predicts the configuration in force within the SLO although the figures are not (it
+    does not reproduce the problem)."""
     load, target = observed_load(i), _target(i)
     if load is None or target is None:
         return None
@@ -248,6 +260,7 @@ def compute_retune_move(i: Inputs) -> RetuneMove | None:
     if current is None or _within(current, target):
         return None  # the model does not see the problem the figures show: it cannot fix it
     best: tuple[tuple[float, float], BudgetKey, int, Predicted] | None = None
+    floor = current.attainment + MIN_GAIN
     for key in MOVABLE:
         now_value = i.budget(key)
         window = allowed_range(i.spec, key, i.settings)
@@ -258,13 +271,13 @@ def compute_retune_move(i: Inputs) -> RetuneMove | None:
                 continue
             c = candidate_of(i.spec, {**i.state.overrides, key: value}, i.pods)
             predicted = _predict(c, model, target, load)
-            if predicted is None:
+            if predicted is None or predicted.attainment < floor:
                 continue
             score = (predicted.attainment, predicted.per_pod)
             if best is None or score > best[0]:
                 best = (score, key, value, predicted)
     if best is None:
-        return None
+        return Verdict(current, None)
     _, key, value, predicted = best
     from_value = i.budget(key)
     assert from_value is not None
@@ -273,7 +286,8 @@ def compute_retune_move(i: Inputs) -> RetuneMove | None:
     payback = i.settings.retune_payback.total_seconds()
     gain = (predicted.attainment - current.attainment) * rate * payback
     cost = rate * ready * current.attainment
-    return RetuneMove(key, from_value, value, current, predicted, gain, cost, replicas_capped(i))
+    move = RetuneMove(key, from_value, value, current, predicted, gain, cost, replicas_capped(i))
+    return Verdict(current, move)
 
 
 def _diagnosis(i: Inputs, capped: str | None) -> str:
@@ -285,24 +299,31 @@ def _diagnosis(i: Inputs, capped: str | None) -> str:
 
 
 def decide_retune(i: Inputs) -> tuple[Inputs, Decision | None]:
-    """The model's move as this pass's decision when it pays; otherwise None, with `i` blocking
-    every x2 budget remedy of the rules when the model found that no move pays (so the chain
-    scales, or holds with RetuneDoesNotPay). Where the model cannot predict (a figure missing,
-    a GPU or model the catalog lacks) `i` is unchanged: the rules' own steps apply."""
+    """The model's move as this pass's decision when it pays. Otherwise None, and while replicas
+    can still be added, `i` blocks every x2 budget remedy of the rules (RetuneDoesNotPay): the
+    replica lever, fast and free of restarts, does the work. With the replica lever capped the
+    rules' own steps remain the last lever (judged by rule 1 or a canary, as before), and so
+    where the model cannot predict (a figure missing, a GPU or model the catalog lacks)."""
     if not i.autotune_acts or not i.rates_trusted or not has_problem(i):
         return i, None
     if i.state.pending is not None or i.state.canary is not None:
         return i, None
     if retune_blocker(i) is not None:
         return i, None  # the rules' budget remedies name the same blocker
-    move = compute_retune_move(i)
-    if move is None:
+    verdict = compute_retune_move(i)
+    if verdict is None:
         return i, None
-    if not move.pays:
-        if move.to_value == move.from_value:
-            why = "the engine model finds no better budget for the observed workload"
+    move = verdict.move
+    if move is None or not move.pays:
+        if replicas_capped(i) is not None:
+            return i, None
+        if move is None:
+            why = (
+                "the engine model finds no budget that does better than those in force "
+                f"({verdict.current.phrase()})"
+            )
         else:
-            why = f"the move does not pay ({move.phrase()})"
+            why = f"the model's best move does not pay ({move.phrase()})"
         return replace(i, budget_blocker=Blocked(Reason.RETUNE_DOES_NOT_PAY, why)), None
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.effect()})")

@@ -79,20 +79,48 @@ def test_recommend_shows_the_same_move_without_making_it() -> None:
     assert advised.state.overrides == {} and advised.state.pending is None
 
 
+UNCAPPED: dict[str, Any] = {**L4_256, "autoscaling": {"enabled": True, "maxReplicas": 4}}
+
+
 def test_no_move_when_the_restarts_cost_more_than_the_gain() -> None:
     # pods that take 3 hours to load: no gain over the payback outweighs that
     slow = state(ready_time=ReadyTime(3 * 3600.0, T0 - timedelta(hours=1)))
-    i = inputs(L4_256, OVERLOADED, slow)
-    move = compute_retune_move(i)
-    assert move is not None and not move.pays and move.cost > move.gain
+    i = inputs(UNCAPPED, OVERLOADED, slow)
+    verdict = compute_retune_move(i)
+    assert verdict is not None and verdict.move is not None
+    assert not verdict.move.pays and verdict.move.cost > verdict.move.gain
     after, decision = decide_retune(i)
     assert decision is None
     assert after.budget_blocker is not None
     assert after.budget_blocker.reason == Reason.RETUNE_DOES_NOT_PAY
-    held = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0)
-    # the decode batch (20 per pod) is under every cap rule 4 may set: rule 7 holds at the cap
-    assert held.action.kind == "Hold" and held.reason == Reason.AT_MAX_REPLICAS
-    assert "the move does not pay" in held.message
+    assert "does not pay" in after.budget_blocker.phrase
+    # replicas can still be added: they do the work, without a restart
+    d = decide(spec(**UNCAPPED), snap(**OVERLOADED), slow, T0)
+    assert (d.action.kind, d.action.from_value, d.action.to_value) == ("ScaleReplicas", 2, 3)
+    # at maxReplicas the rules' own steps stay the last lever: the model blocks nothing
+    capped = inputs(L4_256, OVERLOADED, slow)
+    assert decide_retune(capped) == (capped, None)
+
+
+def test_a_move_the_model_cannot_beat_blocks_the_x2_steps_while_replicas_remain() -> None:
+    # ITL 120 ms with 64 running per pod at maxActiveSeqs 64: rule 4 would halve the cap, but the
+    # model finds no budget that serves more within the SLO (3% in SLO at every value)
+    running = {"maxSeqs": 256, "maxActiveSeqs": 64}
+    patch = {**UNCAPPED, "budgets": {**L4_256["budgets"], "running": running}}
+    busy = {**OVERLOADED, "running": 128.0}
+    i = inputs(patch, busy, state())
+    verdict = compute_retune_move(i)
+    assert verdict is not None and verdict.move is None
+    blocked, _ = decide_retune(i)
+    assert blocked.budget_blocker is not None
+    assert "finds no budget that does better" in blocked.budget_blocker.phrase
+    d = decide(spec(**patch), snap(**busy), state(), T0)
+    assert (d.action.kind, d.reason) == ("ScaleReplicas", Reason.SCALE_UP_LATENCY), d.message
+    assert d.state.overrides == {}
+    # 30 running per pod: the model's move (the token budget, in one move), not a replica
+    moved = decide(spec(**patch), snap(**{**busy, "running": 60.0}), state(), T0)
+    assert moved.reason == Reason.RETUNE_BY_MODEL, moved.message
+    assert (moved.action.field, moved.action.from_value) == ("maxBatchedTokens", 2048)
 
 
 def test_no_model_run_without_a_problem_or_while_budgets_cannot_move() -> None:
