@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from vllm_operator.metrics.queries import HISTOGRAMS, Figure
+from vllm_operator.metrics.queries import HISTOGRAMS, LENGTH_HISTOGRAMS, LENGTHS_LABEL, Figure
 from vllm_operator.metrics.snapshot import build_snapshot
 from vllm_operator.metrics.vectors import Sample
 from vllm_operator.sim.engine import RequestEvent, RequestRecord
 from vllm_operator.sim.fleet import Fleet, Replica
 from vllm_operator.tuning.model import FleetView, MetricsSnapshot
+from vllm_twin.exposition import request_token_buckets
 from vllm_twin.server import buckets
 from vllm_twin.server.vllm_metrics import ADMISSION_REASONS
 
@@ -52,11 +53,17 @@ _BOUNDS: dict[str, tuple[float, ...]] = {
     "itl_p95": buckets.INTER_TOKEN_LATENCY,
     "queue_time_p95": buckets.REQUEST_LATENCY,
     "e2e_p95": buckets.REQUEST_LATENCY,
+    # vllm:request_prompt_tokens / _generation_tokens: the 1-2-5 series up to max_model_len
+    # (the benchmarks' 16384; a longer request lands in +Inf, as in vLLM)
+    "prompt": tuple(request_token_buckets(16384)),
+    "output": tuple(request_token_buckets(16384)),
 }
 _ONE_VALUE: dict[str, Callable[[RequestRecord], float]] = {
     "ttft_p95": lambda r: r.ttft,
     "queue_time_p95": lambda r: r.queue_time,
     "e2e_p95": lambda r: r.e2e,
+    "prompt": lambda r: r.prompt_tokens,
+    "output": lambda r: r.output_tokens,
 }
 _POD_GAUGES: tuple[tuple[Figure, str], ...] = (
     ("pod_running", "running"),
@@ -68,7 +75,7 @@ COUNTERS = ("success", "preemptions", "prompt_tokens", *REJECTED)
 
 
 class PodHistograms:
-    """One pod's latency histograms: per-bucket counts, the +Inf bucket last."""
+    """One pod's latency and token histograms: per-bucket counts, the +Inf bucket last."""
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {f: [0] * (len(b) + 1) for f, b in _BOUNDS.items()}
@@ -194,6 +201,11 @@ class ScrapeStore:
         )
         for figure in HISTOGRAMS:
             out[figure] = _single(_quantile(ranged, figure, start, now))
+        out["lengths"] = [
+            Sample({LENGTHS_LABEL: which, "le": "+Inf" if math.isinf(le) else str(le)}, value)
+            for which in LENGTH_HISTOGRAMS
+            for le, value in _bucket_rates(ranged, which, start, now)
+        ]
         means = {
             gauge: {p: sum(getattr(s, gauge) for s in ss) / len(ss) for p, ss in ranged.items()}
             for gauge in ("running", "waiting", "kv_usage")
@@ -220,10 +232,19 @@ def _counter_rates(
     return out
 
 
-def _quantile(
+def _bucket_rates(
     ranged: Mapping[str, list[PodSample]], figure: str, start: float, end: float
-) -> float | None:
-    """histogram_quantile(0.95, sum by (le) (rate(bucket))); None without any series."""
+) -> list[tuple[float, float]]:
+    """sum by (le) (rate(bucket)) as (le, value) pairs, +Inf last; empty without any series."""
+    summed = _summed_rates(ranged, figure, start, end)
+    if summed is None:
+        return []
+    return list(zip((*_BOUNDS[figure], math.inf), summed, strict=True))
+
+
+def _summed_rates(
+    ranged: Mapping[str, list[PodSample]], figure: str, start: float, end: float
+) -> list[float] | None:
     summed: list[float] | None = None
     for samples in ranged.values():
         if len(samples) < 2:
@@ -234,6 +255,14 @@ def _quantile(
             for i in range(width)
         ]
         summed = rates if summed is None else [a + b for a, b in zip(summed, rates, strict=True)]
+    return summed
+
+
+def _quantile(
+    ranged: Mapping[str, list[PodSample]], figure: str, start: float, end: float
+) -> float | None:
+    """histogram_quantile(0.95, sum by (le) (rate(bucket))); None without any series."""
+    summed = _summed_rates(ranged, figure, start, end)
     if summed is None:
         return None
     # Extrapolation towards zero differs per bucket, so the sum can dip: Prometheus carries the

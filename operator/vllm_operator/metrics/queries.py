@@ -53,6 +53,7 @@ Figure = Literal[
     "pod_running",
     "pod_waiting",
     "pod_kv_usage",
+    "lengths",
 ]
 
 # Figures answered by a plain sum/max/quantile: at most one series, without labels.
@@ -69,6 +70,17 @@ HISTOGRAMS: Final[dict[Figure, str]] = {
     "itl_p95": "vllm:inter_token_latency_seconds",
     "queue_time_p95": "vllm:request_queue_time_seconds",
     "e2e_p95": "vllm:e2e_request_latency_seconds",
+}
+
+# The per-request token histograms (docs/vllm-0.33.md §3.3): what the clients sent and got back.
+PROMPT_HISTOGRAM: Final = "vllm:request_prompt_tokens"
+OUTPUT_HISTOGRAM: Final = "vllm:request_generation_tokens"
+# The `lengths` answer tells the two histograms apart by this label's value.
+LENGTHS_LABEL: Final = "histogram"
+LengthsOf = Literal["prompt", "output"]
+LENGTH_HISTOGRAMS: Final[dict[LengthsOf, str]] = {
+    "prompt": PROMPT_HISTOGRAM,
+    "output": OUTPUT_HISTOGRAM,
 }
 
 
@@ -151,6 +163,17 @@ def build_prompt_tokens_per_request(sel: str, rng: str) -> str:
     )
 
 
+def build_lengths(sel: str, rng: str) -> str:
+    """Both token histograms' bucket rates summed over pods, in one query (one round trip per
+    service, however many histograms): each series has `le` and LENGTHS_LABEL."""
+    parts = [
+        f"label_replace(sum by (le) (rate({histogram}_bucket{sel}[{rng}])),"
+        f' "{LENGTHS_LABEL}", "{which}", "", "")'
+        for which, histogram in LENGTH_HISTOGRAMS.items()
+    ]
+    return " or ".join(parts)
+
+
 def build_pod_up(sel: str) -> str:
     """Per pod: 1 when the last scrape succeeded, 0 when it failed."""
     return f"max by (pod) (up{sel})"
@@ -184,6 +207,7 @@ def build_snapshot_queries(
             "pod_running": build_pod_mean("vllm:num_requests_running", sel, rng),
             "pod_waiting": build_pod_mean("vllm:num_requests_waiting", sel, rng),
             "pod_kv_usage": build_pod_mean("vllm:kv_cache_usage_perc", sel, rng, agg="max"),
+            "lengths": build_lengths(sel, rng),
         }
     )
     return queries

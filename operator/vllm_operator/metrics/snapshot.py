@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from vllm_operator.metrics.queries import SERVICE_LABEL, Figure
-from vllm_operator.metrics.vectors import Sample
+from vllm_operator.metrics.queries import LENGTHS_LABEL, SERVICE_LABEL, Figure, LengthsOf
+from vllm_operator.metrics.vectors import Sample, le_buckets
+from vllm_operator.planning.lengths import Empirical, empirical_from_buckets
 from vllm_operator.tuning.model import (
     PLAUSIBLE_MAX,
     FleetView,
@@ -154,6 +155,8 @@ def build_snapshot(
         admitted_rate=check.admitted,
         rejection_rate_by_reason=by_reason,
         sample_age=newest,
+        prompt_lengths=_lengths(results, "prompt"),
+        output_lengths=_lengths(results, "output"),
     )
 
 
@@ -235,6 +238,16 @@ def _pod_figures(
         )
         for pod in names
     )
+
+
+def _lengths(results: Mapping[Figure, Sequence[Sample]], which: LengthsOf) -> Empirical | None:
+    """One token histogram of the `lengths` answer; None when it holds no finished request."""
+    samples = [s for s in results.get("lengths", ()) if s.labels.get(LENGTHS_LABEL) == which]
+    buckets = [(le, v) for le, v in le_buckets(samples) if math.isfinite(v) and v >= 0]
+    try:
+        return empirical_from_buckets(buckets)
+    except ValueError:  # no observations in the window
+        return None
 
 
 def _by_pod(samples: Sequence[Sample]) -> dict[str, float]:

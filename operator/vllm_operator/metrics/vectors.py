@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,16 @@ def _parse_sample(item: Any) -> Sample:
     except ValueError:
         raise ResponseShapeError(f"sample value {value[1]!r:.40} is not a number") from None
     return Sample(labels=dict(metric), value=number)
+
+
+def le_buckets(samples: Sequence[Sample]) -> tuple[tuple[float, float], ...]:
+    """A histogram's (le, value) pairs sorted by bound; series without `le` or NaN are left out."""
+    out = [
+        (float(le), s.value)
+        for s in samples
+        if (le := s.labels.get("le")) is not None and not math.isnan(s.value)
+    ]
+    return tuple(sorted(out))
 
 
 def _kind(obj: Any) -> str:

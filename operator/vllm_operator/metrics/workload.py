@@ -12,14 +12,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
 
 from vllm_operator.metrics.prometheus import PrometheusClientLike
-from vllm_operator.metrics.queries import build_range, build_selector
-from vllm_operator.metrics.vectors import parse_vector
-
-PROMPT_HISTOGRAM: Final = "vllm:request_prompt_tokens"
-OUTPUT_HISTOGRAM: Final = "vllm:request_generation_tokens"
+from vllm_operator.metrics.queries import (
+    OUTPUT_HISTOGRAM,
+    PROMPT_HISTOGRAM,
+    build_range,
+    build_selector,
+)
+from vllm_operator.metrics.vectors import le_buckets, parse_vector
 
 
 class WorkloadQueryError(ValueError):
@@ -46,16 +47,6 @@ def build_workload_queries(namespace: str, name: str, window_seconds: float) -> 
     }
 
 
-def _buckets(answer: object) -> tuple[tuple[float, float], ...]:
-    out = []
-    for sample in parse_vector(answer):
-        le = sample.labels.get("le")
-        if le is None or math.isnan(sample.value):
-            continue
-        out.append((float(le), sample.value))
-    return tuple(sorted(out))
-
-
 def query_workload(
     prom: PrometheusClientLike, namespace: str, name: str, *, window: float, now: datetime
 ) -> ObservedWorkload:
@@ -75,7 +66,8 @@ def query_workload(
         raise WorkloadQueryError(
             f"no requests to {namespace}/{name} in the last {window:g}s: nothing to plan for"
         )
-    prompt, output = _buckets(answers["prompt"]), _buckets(answers["output"])
+    prompt = le_buckets(parse_vector(answers["prompt"]))
+    output = le_buckets(parse_vector(answers["output"]))
     if not prompt or not output:
         raise WorkloadQueryError(
             f"{namespace}/{name} has no {PROMPT_HISTOGRAM} / {OUTPUT_HISTOGRAM} buckets in the"

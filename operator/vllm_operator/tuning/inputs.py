@@ -14,6 +14,7 @@ from functools import cached_property
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.spec import AutoscalingSpec, Bound, VLLMServiceSpec
 from vllm_operator.tuning.model import BudgetKey, CapacityEstimate, MetricsSnapshot, TuningState
+from vllm_operator.tuning.observed_workload import reporting_pods
 from vllm_operator.tuning.outcome import Blocked
 from vllm_operator.tuning.settings import TuningSettings
 
@@ -96,9 +97,7 @@ class Inputs:
     @cached_property
     def pods(self) -> int:
         """The denominator of per-pod figures: pods that reported, else the replica count."""
-        fleet = self.snapshot.fleet
-        reported = self.snapshot.pods_scraped or (fleet.ready if fleet is not None else 0)
-        return max(1, reported or self.replicas)
+        return reporting_pods(self.snapshot, self.replicas)
 
     def per_pod(self, total: float | None) -> float | None:
         return None if total is None else total / self.pods

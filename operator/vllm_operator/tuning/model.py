@@ -15,6 +15,7 @@ from typing import Final, Literal
 
 # Budget fields the tuner may move, by their spec names (spec.budgets.<group>.<key>).
 from vllm_operator.api.budgets import BudgetKey as BudgetKey
+from vllm_operator.planning.lengths import Empirical
 from vllm_operator.tuning.reasons import Reason
 
 # Why a snapshot cannot be acted on; "ok" when it can.
@@ -125,6 +126,10 @@ class MetricsSnapshot:
     admitted_rate: float | None = None  # requests/s the engines finished (any finish reason)
     rejection_rate_by_reason: dict[str, float] = field(default_factory=dict)  # reason -> 503s/s
     sample_age: float | None = None  # seconds since the newest engine sample of any pod
+    # Token lengths of the requests finished in the window, from vLLM's per-request histograms
+    # summed over pods (docs/metrics.md); None when not measured (no finished request, no series).
+    prompt_lengths: Empirical | None = None
+    output_lengths: Empirical | None = None
 
     def __post_init__(self) -> None:
         _refuse_implausible(self, "MetricsSnapshot")

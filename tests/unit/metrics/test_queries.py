@@ -53,6 +53,12 @@ def test_every_query_of_a_snapshot() -> None:
         "pod_running": f"sum by (pod) (avg_over_time(vllm:num_requests_running{S}[300s]))",
         "pod_waiting": f"sum by (pod) (avg_over_time(vllm:num_requests_waiting{S}[300s]))",
         "pod_kv_usage": f"max by (pod) (avg_over_time(vllm:kv_cache_usage_perc{S}[300s]))",
+        "lengths": (
+            f"label_replace(sum by (le) (rate(vllm:request_prompt_tokens_bucket{S}[300s])),"
+            ' "histogram", "prompt", "", "")'
+            f" or label_replace(sum by (le) (rate(vllm:request_generation_tokens_bucket{S}"
+            '[300s])), "histogram", "output", "", "")'
+        ),
     }
 
 

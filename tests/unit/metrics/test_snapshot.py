@@ -10,6 +10,7 @@ import pytest
 from tests.unit.metrics.fake import FakePrometheus, Recording, load
 from vllm_operator.metrics.prometheus import QueryFailure, query_snapshot
 from vllm_operator.metrics.queries import Figure
+from vllm_operator.planning.lengths import Empirical
 from vllm_operator.tuning.model import FleetView, MetricsSnapshot, PodFigures
 
 POD_A, POD_B = "chat-6d5f8b7c9-x2x4q", "chat-6d5f8b7c9-k8m2p"
@@ -18,6 +19,11 @@ IDLE = load("idle-two-pods.json")
 ONE_DOWN = load("one-of-two-down.json")
 NOTHING = load("no-series.json")
 FLEET = FleetView(desired=2, ready=2, updated=2, rolling=False)
+# vLLM's 1-2-5 token buckets up to max_model_len 32768; the twin's prompts are 6 tokens long,
+# its outputs 20-50 tokens.
+TOKEN_EDGES = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 2e4)
+PROMPTS = Empirical(TOKEN_EDGES, (0.0, 0.0, 0.0, *[1.0] * 11))
+OUTPUTS = Empirical(TOKEN_EDGES, (0.0, 0.0, 0.0, 0.0, 0.0, *[1.0] * 9))
 
 # traffic-two-pods.json, as Prometheus wrote the numbers.
 ADMITTED, REJECTED = 0.10205181863477827, 0.16899252615844546
@@ -51,6 +57,8 @@ TRAFFIC_SNAPSHOT = MetricsSnapshot(
     admitted_rate=ADMITTED,
     rejection_rate_by_reason={"max_num_queued_reqs": REJECTED, "max_num_queued_tokens": 0.0},
     sample_age=0.16000008583068848,
+    prompt_lengths=PROMPTS,
+    output_lengths=OUTPUTS,
 )
 
 
@@ -88,6 +96,9 @@ def test_every_query_is_asked_once_at_the_snapshot_time() -> None:
         stale_after=30,
     )  # fmt: skip
     assert fake.calls == [(q, {"time": TRAFFIC.time}) for q in TRAFFIC.queries().values()]
+    # a fixed count per service, whatever its pods: the two token histograms share one query,
+    # so a pass over 1,000 services asks 17,000 queries
+    assert len(fake.calls) == 17
 
 
 def test_idle_service_has_no_latencies_and_is_ok() -> None:
@@ -153,6 +164,17 @@ def test_a_stopped_pod_makes_the_snapshot_partial() -> None:
 def test_partial(rec: Recording, expected: int, problem: str) -> None:
     snap = snapshot(rec, expected=expected)
     assert (snap.quality, snap.problem) == ("partial", problem)
+
+
+def test_no_finished_request_leaves_the_lengths_unmeasured() -> None:
+    snap = snapshot(IDLE)
+    assert (snap.prompt_lengths, snap.output_lengths) == (None, None)
+
+
+def test_a_histogram_without_series_leaves_only_its_lengths_unmeasured() -> None:
+    prompt_only = [s for s in TRAFFIC.result("lengths") if s["metric"].get("histogram") == "prompt"]
+    snap = snapshot(TRAFFIC.with_result("lengths", prompt_only))
+    assert (snap.prompt_lengths, snap.output_lengths, snap.quality) == (PROMPTS, None, "ok")
 
 
 def test_more_pods_than_expected_during_a_rollout_is_ok() -> None:
