@@ -18,10 +18,13 @@ fixes the problem too, in one pod's ready time and without a restart. When the r
 capped (maxReplicas, autoscaling off) the message of a move says so, and without a paying move
 the rules' own steps stay the last lever, judged by rule 1 or a canary as before.
 
-The observed workload is the snapshot's: the arrival rate, the mean prompt length (lognormal,
-sigma 1 around it), and the mean output length estimated by Little's law from the running
-requests, the finish rate and ITL p95 (running time per request / time per token). Results are
-memoised on the rounded workload: the same figures give the same answer without a replay.
+The observed workload is tuning/observed_workload.py's: Poisson arrivals at the snapshot's
+rate, with the prompt and output lengths of vLLM's token histograms; one pod's round-robin
+share of them is replayed. Where the snapshot has no histograms, the mean prompt length
+(lognormal, sigma 1 around it) and a mean output length estimated by Little's law from the
+running requests, the finish rate and ITL p95 (running time per request / time per token) stand
+in. Results are memoised on the workload with its rate rounded: the same figures give the same
+answer without a replay.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from vllm_operator.tuning.forecast import ready_horizon
 from vllm_operator.tuning.inputs import Inputs, spec_budget
 from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
+from vllm_operator.tuning.observed_workload import ServiceLoad, observed_workload
 from vllm_operator.tuning.outcome import Blocked, Move, act
 from vllm_operator.tuning.reasons import Reason
 
@@ -115,15 +119,6 @@ class Verdict:
     move: RetuneMove | None
 
 
-@dataclass(frozen=True)
-class _Load:
-    """The observed workload, rounded so that nearby passes share a memoised answer."""
-
-    rate: float  # req/s, the whole fleet
-    prompt: int  # mean tokens
-    output: int  # mean tokens
-
-
 def has_problem(i: Inputs) -> bool:
     """The figures show something a budget move might fix."""
     return (
@@ -152,17 +147,30 @@ def _round2(x: float) -> float:
     return round(x, digits)
 
 
-def observed_load(i: Inputs) -> _Load | None:
-    """The snapshot's workload, None when a figure it needs is missing."""
+def observed_load(i: Inputs) -> Workload | None:
+    """The fleet's workload, rate rounded; None when a figure it needs is missing. The engine
+    model replays one pod's round-robin share of it (planning/evaluate.py), which is what a
+    Service gives a pod: steadier than Poisson arrivals at the per-pod rate."""
+    load = observed_workload(i.spec, i.snapshot, i.pods)
+    if isinstance(load, ServiceLoad):
+        w = load.workload
+        return replace(w, rate=_round2((w.rate or 0.0) * load.pods), horizon=HORIZON)
     snap = i.snapshot
     rate, prompt = snap.request_rate, snap.prompt_tokens_per_request
     done, running, itl = snap.admitted_rate, snap.running, snap.itl_p95
     if not rate or not prompt or not done or running is None or not itl:
         return None
     # Little's law: seconds a request runs = running / finish rate; tokens = that / ITL
-    output = running / done / itl
-    lo, hi = OUTPUT_RANGE
-    return _Load(_round2(rate), int(_round2(prompt)), int(_round2(min(hi, max(lo, output)))))
+    output = _round2(min(OUTPUT_RANGE[1], max(OUTPUT_RANGE[0], running / done / itl)))
+    cap = _prompt_cap(i.spec)
+    return Workload(
+        "poisson",
+        "observed",
+        rate=_round2(rate),
+        prompt=LengthDist("lognormal", _round2(prompt), PROMPT_SIGMA, cap=cap),
+        output=LengthDist("lognormal", output, PROMPT_SIGMA, cap=OUTPUT_RANGE[1]),
+        horizon=HORIZON,
+    )
 
 
 def candidate_of(spec: VLLMServiceSpec, overrides: dict[str, int], replicas: int) -> Candidate:
@@ -191,7 +199,7 @@ def _catalog() -> Catalog:
 
 
 @lru_cache(maxsize=4096)
-def _predict(c: Candidate, model: str, target: Target, load: _Load) -> Predicted | None:
+def _predict(c: Candidate, model: str, target: Target, load: Workload) -> Predicted | None:
     """The engine model's figures for `c` under `load`; None when `c` is refused (the CRD, the
     renderer or vLLM's start-up) or the model does not know the GPU or model."""
     catalog = _catalog()
@@ -201,21 +209,13 @@ def _predict(c: Candidate, model: str, target: Target, load: _Load) -> Predicted
     except KeyError:
         return None
     setting = Setting(catalog, model, target, {})
-    workload = Workload(
-        "poisson",
-        "observed",
-        rate=load.rate,
-        prompt=LengthDist("lognormal", load.prompt, PROMPT_SIGMA, cap=_prompt_cap(c)),
-        output=LengthDist("lognormal", load.output, PROMPT_SIGMA, cap=OUTPUT_RANGE[1]),
-        horizon=HORIZON,
-    )
-    search = Search(setting, workload, build_arrivals(workload), None, c.replicas)
+    search = Search(setting, load, build_arrivals(load), None, c.replicas)
     point = search.evaluate(c, "observed")
     return None if point is None else _predicted(point, c.replicas)
 
 
-def _prompt_cap(c: Candidate) -> int:
-    mml = c.max_model_len or 8192
+def _prompt_cap(spec: VLLMServiceSpec) -> int:
+    mml = (spec.engine.max_model_len if spec.engine is not None else None) or 8192
     return max(1, mml - OUTPUT_RANGE[1])
 
 
@@ -282,7 +282,7 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     from_value = i.budget(key)
     assert from_value is not None
     ready, _source = ready_horizon(i)
-    rate = load.rate
+    rate = load.rate or 0.0
     payback = i.settings.retune_payback.total_seconds()
     gain = (predicted.attainment - current.attainment) * rate * payback
     cost = rate * ready * current.attainment

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.unit.tuning.support import T0, snap, spec, state
 from vllm_operator.planning.candidate import Target, build_service, check_service, resolve
+from vllm_operator.planning.lengths import Empirical
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range
@@ -192,3 +193,14 @@ def test_every_move_in_range_passes_the_crd_and_vllms_start_up(
     manifest = build_service(c, model=s.model, name="x", namespace=None, target=Target(2.0, 0.1))
     assert check_service(manifest) is None
     resolve(c, _catalog(), s.model)  # raises with vLLM's message if it would not start
+
+
+def test_the_token_histograms_give_the_lengths_when_the_snapshot_has_them() -> None:
+    # no finish rate, so no Little's-law estimate: only the histograms can give the lengths
+    figures = {**OVERLOADED, "admitted_rate": None}
+    assert compute_retune_move(inputs(L4_256, figures, state())) is None
+    prompts = Empirical(edges=(500.0, 1000.0, 2000.0), cumulative=(0.3, 0.7, 1.0))
+    outputs = Empirical(edges=(50.0, 100.0, 200.0), cumulative=(0.3, 0.7, 1.0))
+    measured = {**figures, "prompt_lengths": prompts, "output_lengths": outputs}
+    verdict = compute_retune_move(inputs(L4_256, measured, state()))
+    assert verdict is not None and verdict.current.attainment < 1.0
