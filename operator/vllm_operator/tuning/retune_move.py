@@ -10,8 +10,9 @@ checks its candidates (planning/candidate.py: the CRD's rules, the renderer, vLL
 The best value is the target, straight away: no x2 steps over several cooldowns.
 
 The move pays when the requests it is predicted to bring into the SLO over `retune_payback`
-outweigh those its restarts put at risk: one pod at a time is down for the pods' ready time
-(status.tuning.readyTime), so about `rate x ready time` requests, at the attainment of today.
+outweigh those its restarts take out of it: one pod at a time is down for the pods' ready time
+(status.tuning.readyTime) while the others carry its load, which the model replays too (one pod
+fewer; a single pod serves nothing while it restarts).
 A value counts only if it brings MIN_GAIN more of the requests into the SLO. When no move pays
 and replicas can still be added, the x2 budget remedies of the rules are blocked: a replica
 fixes the problem too, in one pod's ready time and without a restart. When the replica lever is
@@ -285,9 +286,28 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     rate = load.rate or 0.0
     payback = i.settings.retune_payback.total_seconds()
     gain = (predicted.attainment - current.attainment) * rate * payback
-    cost = rate * ready * current.attainment
+    cost = _restart_cost(i, current_c, model, target, load, current, ready)
     move = RetuneMove(key, from_value, value, current, predicted, gain, cost, replicas_capped(i))
     return Verdict(current, move)
+
+
+def _restart_cost(
+    i: Inputs,
+    c: Candidate,
+    model: str,
+    target: Target,
+    load: Workload,
+    current: Predicted,
+    ready: float,
+) -> float:
+    """Requests the rolling restart takes out of the SLO: pod by pod (no spare GPU assumed), the
+    others carry the whole load for a ready time each, at the attainment the model predicts for
+    one pod fewer (none for a single pod)."""
+    rate = load.rate or 0.0
+    fewer = None if c.replicas <= 1 else _predict(replace(c, replicas=c.replicas - 1), model,
+                                                  target, load)  # fmt: skip
+    during = 0.0 if fewer is None else fewer.attainment
+    return max(0.0, current.attainment - during) * rate * ready * c.replicas
 
 
 def _diagnosis(i: Inputs, capped: str | None) -> str:

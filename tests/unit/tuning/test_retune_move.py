@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -204,3 +205,16 @@ def test_the_token_histograms_give_the_lengths_when_the_snapshot_has_them() -> N
     measured = {**figures, "prompt_lengths": prompts, "output_lengths": outputs}
     verdict = compute_retune_move(inputs(L4_256, measured, state()))
     assert verdict is not None and verdict.current.attainment < 1.0
+
+
+def test_a_single_pod_serves_nothing_while_it_restarts() -> None:
+    one = {**OVERLOADED, "request_rate": 2.5, "admitted_rate": 2.5, "pods_expected": 1,
+           "pods_scraped": 1}  # fmt: skip
+    ready = ReadyTime(240.0, T0 - timedelta(hours=1))
+    verdict = compute_retune_move(inputs(L4_256, one, state(desired_replicas=1, ready_time=ready)))
+    assert verdict is not None and verdict.move is not None
+    assert verdict.move.cost == pytest.approx(verdict.current.attainment * 2.5 * 240.0)
+    # two pods: the other one carries the load meanwhile, so the cost is what it then misses
+    two = compute_retune_move(inputs(L4_256, OVERLOADED, state(ready_time=ready)))
+    assert two is not None and two.move is not None
+    assert 0.0 <= two.move.cost < two.current.attainment * 4.0 * 240.0 * 2
