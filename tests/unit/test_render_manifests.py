@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from pathlib import Path
 from typing import Any
@@ -385,3 +386,23 @@ def test_custom_templates_are_checked(tmp_path: Path, text: str, message: str) -
         render_all(_svc(), cfg)
     assert info.value.field == "template service.yaml.j2"
     assert message in info.value.message
+
+
+def test_a_rendering_again_is_a_fresh_object_equal_to_the_first() -> None:
+    # the parsed text is kept (render/templates.py); a caller changing its copy changes no other
+    first = _by_kind(_svc())
+    first["Deployment"]["spec"]["template"]["metadata"]["labels"]["x"] = "changed"
+    first["Service"]["spec"]["ports"].clear()
+    again = _by_kind(_svc())
+    assert "x" not in again["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert again["Service"]["spec"]["ports"]
+
+
+def test_a_custom_template_that_json_cannot_carry_is_parsed_as_yaml(tmp_path: Path) -> None:
+    # a number as a key and a date: YAML's own values, not those of a JSON round trip
+    text = (TEMPLATES / "service.yaml.j2").read_text(encoding="utf-8")
+    (tmp_path / "service.yaml.j2").write_text(text + "extra:\n  8000: port\n  since: 2026-12-01\n")
+    cfg = load_operator_config({"VLLM_OPERATOR_TEMPLATE_DIR": str(tmp_path)})
+    for _ in range(2):  # parsed, then parsed again (not kept)
+        extra = _by_kind(_svc(), cfg)["Service"]["extra"]
+        assert extra == {8000: "port", "since": datetime.date(2026, 12, 1)}

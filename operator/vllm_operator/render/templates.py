@@ -49,6 +49,25 @@ def _environment(template_dir: str | None) -> jinja2.Environment:
     return env
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed_as_json(text: str) -> str | None:
+    """`text` parsed, kept as JSON: every pass of a service renders the same few texts again,
+    and parsing YAML costs about ten times what reading its JSON does. None: the document does
+    not survive JSON unchanged (a date, a number as a key), so it is parsed every time."""
+    doc = yaml.load(text, Loader=_SAFE_LOADER)
+    try:
+        wire = json.dumps(doc)
+    except (TypeError, ValueError):
+        return None
+    return wire if json.loads(wire) == doc else None
+
+
+def _parse(text: str) -> Any:
+    """A fresh document for `text` (the caller may change it); raises yaml.YAMLError."""
+    wire = _parsed_as_json(text)
+    return yaml.load(text, Loader=_SAFE_LOADER) if wire is None else json.loads(wire)
+
+
 def render_manifest(
     name: str,
     values: dict[str, Any],
@@ -64,7 +83,7 @@ def render_manifest(
     except jinja2.TemplateError as exc:
         raise TemplateOutputError(where, f"cannot render: {exc}") from None
     try:
-        doc = yaml.load(text, Loader=_SAFE_LOADER)
+        doc = _parse(text)
     except yaml.YAMLError as exc:
         raise TemplateOutputError(where, f"output is not valid YAML: {exc}") from None
     if not isinstance(doc, dict):
