@@ -206,10 +206,16 @@ def _types(conds: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(x["type"], x["status"]) for x in conds]
 
 
-def test_the_first_pass_posts_only_ready() -> None:
-    """A new service: Ready=False is news (it is coming up); Degraded/Stalled False are not."""
+def test_the_first_pass_of_a_service_coming_up_posts_nothing() -> None:
+    """A new service whose pods start: Ready=False, Degraded/Stalled False are not news."""
     first = summarize(Observed(deployment(2, 0, 0, 0, seen=1)))["conditions"]
-    assert _types(newsworthy([], first)) == [("Ready", "False")]
+    assert newsworthy([], first) == []
+
+
+def test_ready_going_back_to_not_ready_is_news() -> None:
+    done = summarize(Observed(deployment(2, 2, 2, 2)))["conditions"]
+    lost = summarize(Observed(deployment(2, 2, 2, 1)), {"conditions": done})["conditions"]
+    assert _types(newsworthy(done, lost)) == [("Ready", "False")]
 
 
 def test_later_transitions_of_every_condition_but_progressing_are_news() -> None:

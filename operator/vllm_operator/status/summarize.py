@@ -202,13 +202,22 @@ def newsworthy(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> lis
 
     Not Progressing: every rollout flips it, and Ready and Degraded carry the news. Not a problem
     condition that first appears already clear (Degraded or Stalled False on the first pass):
-    "no problem" is not news, and it would cost a thousand services two writes each.
+    "no problem" is not news, and it would cost a thousand services two writes each. Nor Ready
+    first appearing False only because the new pods are still starting (ReplicasNotReady):
+    every create begins so, and Ready=True follows; a cause (a refused child, a bad spec) has a
+    reason of its own and is still posted.
     """
     had = {str(x.get("type")) for x in before}
     problems = (c.COND_DEGRADED, c.COND_STALLED)
+
+    def first_and_expected(cond: dict[str, Any]) -> bool:
+        if cond["type"] in had or cond["status"] != "False":
+            return False
+        starting = cond["type"] == c.COND_READY and cond["reason"] == c.REASON_NOT_READY
+        return cond["type"] in problems or starting
+
     return [
         cond
         for cond in transitions(before, after)
-        if cond["type"] != c.COND_PROGRESSING
-        and not (cond["type"] in problems and cond["type"] not in had and cond["status"] == "False")
+        if cond["type"] != c.COND_PROGRESSING and not first_and_expected(cond)
     ]
