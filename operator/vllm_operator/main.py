@@ -12,16 +12,18 @@ import logging
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
 
 from vllm_operator import constants as c
+from vllm_operator.handlers.children import Seen
 from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.passes import PassQueue
 from vllm_operator.handlers.periodic import run_periodically
-from vllm_operator.handlers.reconcile import Seen, reconcile_by_name, spec_unreconciled
+from vllm_operator.handlers.reconcile import reconcile_by_name, spec_unreconciled
 from vllm_operator.handlers.tune import tune
 from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
 
@@ -29,6 +31,8 @@ from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
 # than the API server serves at once only queue there. Status passes are short.
 SPEC_WORKERS = 16
 STATUS_WORKERS = 8
+# A spec pass hands all its children but one and the Deployment to this pool (handlers/children.py)
+CHILD_WORKERS = SPEC_WORKERS
 
 
 @kopf.on.startup()
@@ -72,6 +76,9 @@ def start_passes(memo: kopf.Memo, deps: Deps) -> None:
         reconcile_by_name(*key, deps=deps, logger=log, seen=seen or Seen())
         RECONCILE_SECONDS.labels("status").observe(time.monotonic() - started)
 
+    deps.children = ThreadPoolExecutor(max_workers=CHILD_WORKERS, thread_name_prefix="children")
+    # one thread: a service's Events go out in the order of its transitions
+    deps.events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
     memo.known = set()  # VLLMServices this process has seen (their start-up pass is done)
     memo.spec_passes = PassQueue("spec", SPEC_WORKERS, spec_pass, later)
     memo.status_passes = PassQueue("status", STATUS_WORKERS, status_pass, later)
@@ -129,6 +136,8 @@ async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
     await asyncio.gather(*memo.periodic, return_exceptions=True)
     memo.spec_passes.shutdown()
     memo.status_passes.shutdown()
+    memo.deps.children.shutdown(wait=False, cancel_futures=True)
+    memo.deps.events.shutdown(wait=False)  # the Events already submitted still go out
 
 
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL, id="vllmservice.reconcile")

@@ -19,7 +19,8 @@ from tests.component.handlers import (
 )
 from tests.support.fake_kube import FakeKube
 from vllm_operator import constants as c
-from vllm_operator.handlers.reconcile import Seen, reconcile
+from vllm_operator.handlers.children import Seen
+from vllm_operator.handlers.reconcile import reconcile
 from vllm_operator.handlers.status_write import tuner_read_holds
 from vllm_operator.handlers.tune import write_tuner_status
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
@@ -15,12 +17,29 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class InlineExecutor(Executor):
+    """Runs what is submitted at once, on the caller's thread: passes then stay one sequence of
+    requests (tests, the benchmarks' replays) where the operator spreads them over pools."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future, as a pool does
+            done.set_exception(exc)
+        return done
+
+
 @dataclass
 class Deps:
     cfg: OperatorConfig
     kube: Kube
     prometheus: PrometheusClientLike | None = None
     clock: Callable[[], datetime] = field(default=utc_now)
+    # children a pass applies side by side (no child waits on another's slow create)
+    children: Executor = field(default_factory=InlineExecutor)
+    # Events, posted off the pass in the order submitted (an Event is not state)
+    events: Executor = field(default_factory=InlineExecutor)
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:

@@ -7,13 +7,11 @@ events on the children, so there is a single path to reason about.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,11 +22,10 @@ from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import sync_canary
+from vllm_operator.handlers.children import Seen, api_reason, apply_children, prune_children
 from vllm_operator.handlers.deps import Deps
-from vllm_operator.handlers.rollout import choose_strategy
 from vllm_operator.handlers.status_write import apply_status, retry_on_stale_read
 from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
-from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.gpu import bound_nodes, summarize_gpu
 from vllm_operator.status.summarize import (
@@ -38,11 +35,8 @@ from vllm_operator.status.summarize import (
     status_changed,
     summarize_status,
 )
-from vllm_operator.tuning.replicas import (
-    build_replicas_patch,
-    initial_replicas,
-    tuner_owns_replicas,
-)
+
+NOTHING_SEEN = Seen()  # frozen: one default for every pass that observed nothing beforehand
 
 
 class _ObjectLock:
@@ -109,125 +103,8 @@ def crash_loop_message(pods: list[dict[str, Any]]) -> str | None:
     )
 
 
-@dataclass(frozen=True)
-class Seen:
-    """What the caller already observed (a watch event, a kopf index): no need to GET it again.
-
-    `only` limits the pass to these child kinds; an event on the Deployment needs neither the
-    Service nor the monitors read back, and the resync timer still checks every child.
-    """
-
-    children: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> object
-    pods: list[dict[str, Any]] | None = None
-    only: frozenset[str] | None = None
-
-
-# Children the spec may switch off; the Deployment and the Service always exist.
-OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
-    ("monitoring.coreos.com/v1", "ServiceMonitor"),
-    ("monitoring.coreos.com/v1", "PodMonitor"),
-    ("networking.k8s.io/v1", "NetworkPolicy"),
-)
-
-
-def _prune_children(
-    deps: Deps, svc: VLLMService, manifests: list[dict[str, Any]], logger: Any
-) -> None:
-    """Delete the optional children the spec no longer asks for (a monitor switched off, the
-    NetworkPolicy removed) when this VLLMService controls them. Full passes only: a read per
-    optional kind, no write unless one is there."""
-    rendered = {m["kind"] for m in manifests}
-    namespace, name = svc.metadata["namespace"], svc.metadata["name"]
-    for api_version, kind in OPTIONAL_CHILDREN:
-        if kind in rendered:
-            continue
-        try:
-            current = deps.kube.get(api_version, kind, namespace, name)
-            if current is not None and _controlled_by(current, svc.uid):
-                deps.kube.delete(api_version, kind, namespace, name, uid=current["metadata"]["uid"])
-                logger.info(f"deleted {kind} {namespace}/{name}: the spec no longer asks for it")
-        except ApiException as exc:  # e.g. RBAC of an older chart: the child stays, as before
-            logger.warning(f"cannot prune {kind} {namespace}/{name}: {_api_reason(exc)}")
-
-
-def _controlled_by(obj: dict[str, Any], uid: str | None) -> bool:
-    owners = obj.get("metadata", {}).get("ownerReferences") or []
-    return uid is not None and any(o.get("uid") == uid and o.get("controller") for o in owners)
-
-
-def _apply_children(
-    deps: Deps,
-    svc: VLLMService,
-    manifests: list[dict[str, Any]],
-    seen: Seen,
-    logger: Any,
-    *,
-    fresh: bool,
-) -> dict[str, Any] | None:
-    """Apply every child whose observed state differs; return the Deployment as now stored.
-
-    `fresh`: the service has never had a status, so no pass got as far as writing one. Its
-    children are applied without reading them first: a create then costs one write per child
-    and no read, and an apply of what may already be there is harmless (server-side apply).
-
-    The Deployment goes last. Its pods, and the status passes their progress triggers, start
-    only once the slower children are in (a Service create waits for its ClusterIP): those
-    passes then do not wait behind this one on the service's lock, and Ready implies the
-    Service. A child the API refuses does not keep the others out; the pass fails after them.
-    """
-    deployment = None
-    refused: ApiException | None = None
-    for manifest in sorted(manifests, key=lambda m: m["kind"] == "Deployment"):
-        if seen.only is not None and manifest["kind"] not in seen.only:
-            continue
-        try:
-            current = _apply_child(deps, svc, manifest, seen, logger, fresh=fresh)
-        except ApiException as exc:  # the others still go in; the pass fails after them
-            refused = refused or exc
-            continue
-        if manifest["kind"] == "Deployment":
-            deployment = current
-    if refused is not None:
-        raise refused
-    return deployment
-
-
-def _apply_child(
-    deps: Deps,
-    svc: VLLMService,
-    manifest: dict[str, Any],
-    seen: Seen,
-    logger: Any,
-    *,
-    fresh: bool,
-) -> dict[str, Any] | None:
-    """One child, applied if its observed state differs; returns it as now stored."""
-    meta = manifest["metadata"]
-    current = seen.children.get(manifest["kind"])
-    if current is None and not fresh:
-        current = deps.kube.get(
-            manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"]
-        )
-    if manifest["kind"] == "Deployment":
-        manifest = choose_strategy(deps, svc, manifest, current, logger)
-    desired = stamp_applied_hash(manifest, c.LABEL_APPLIED_HASH)
-    autoscaling = svc.spec.autoscaling is not None and svc.spec.autoscaling.enabled
-    hand_over = desired["kind"] == "Deployment" and autoscaling
-    if hand_over and not tuner_owns_replicas(current) and "Deployment" in seen.children:
-        # an event's copy may predate the hand-over: decide on the stored object
-        current = deps.kube.get("apps/v1", "Deployment", meta["namespace"], meta["name"])
-    if hand_over and not tuner_owns_replicas(current):
-        patch = build_replicas_patch(svc, initial_replicas(svc))
-        if current is None:  # created first, so the tuner's apply has something to patch
-            current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
-        current = deps.kube.apply(patch, field_manager=c.FM_TUNER)
-    if current is None or not is_applied(desired, current):
-        current = deps.kube.apply(desired, field_manager=c.FM_RENDERER)
-    return current
-
-
 def reconcile(
-    body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any, seen: Seen = Seen()
+    body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any, seen: Seen = NOTHING_SEEN
 ) -> None:
     meta = body["metadata"]
 
@@ -272,16 +149,16 @@ def _reconcile(
         observed = Observed(stored, problem=problem, gpu=gpu)
     else:
         try:
-            deployment = _apply_children(deps, svc, manifests, seen, logger, fresh=not previous)
+            deployment = apply_children(deps, svc, manifests, seen, logger, fresh=not previous)
         except ApiException as exc:
             # The API refused a child (quota, an exhausted Service IP range, a webhook): say so
             # in status, then fail the pass: handlers/passes.py retries it with back-off.
             stored = _stored_deployment(deps, namespace, name, seen)
-            failed = Observed(stored, problem=(c.REASON_APPLY_FAILED, _api_reason(exc)))
+            failed = Observed(stored, problem=(c.REASON_APPLY_FAILED, api_reason(exc)))
             _write_status(deps, body, previous, failed, effective, now, logger)
             raise
         if previous and seen.only is None:
-            _prune_children(deps, svc, manifests, logger)
+            prune_children(deps, svc, manifests, logger)
             sync_canary(deps, svc, logger)
         rollout = read_rollout(deployment or {})
         ready = deployment is not None and rollout.ready >= rollout.desired
@@ -327,14 +204,6 @@ def _read_node_labels(
     return labels
 
 
-def _api_reason(exc: ApiException) -> str:
-    try:
-        message = str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except ValueError:
-        message = str(exc.reason)
-    return f"The API server refused a child object ({exc.status}): {message}"
-
-
 def _write_status(
     deps: Deps,
     body: dict[str, Any],
@@ -361,7 +230,19 @@ def _write_status(
     patch = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": meta_out, "status": status}
     apply_status(deps.kube, body, patch, field_manager=c.FM_STATUS)
     for cond in newsworthy(previous.get("conditions") or [], status["conditions"]):
-        bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
+        deps.events.submit(_post_event, deps, body, cond, now, logger)
+        logger.info(
+            "%s/%s %s=%s: %s", namespace, name, cond["type"], cond["status"], cond["message"]
+        )
+
+
+def _post_event(
+    deps: Deps, body: dict[str, Any], cond: dict[str, Any], now: datetime, logger: Any
+) -> None:
+    """The Event of one transition. Off the pass: status, written already, is the state; a lost
+    Event is logged, not retried (the transition it tells of is over)."""
+    bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
+    try:
         deps.kube.emit_event(
             body,
             type="Warning" if bad else "Normal",
@@ -369,9 +250,12 @@ def _write_status(
             message=cond["message"],
             now=now,
         )
-        logger.info(
-            "%s/%s %s=%s: %s", namespace, name, cond["type"], cond["status"], cond["message"]
-        )
+    except Exception as exc:  # an API refusal or a dropped connection alike
+        meta = body["metadata"]
+        logger.warning(
+            "cannot post the %s Event of %s/%s: %s",
+            cond["reason"], meta["namespace"], meta["name"], exc,
+        )  # fmt: skip
 
 
 def reconcile_by_name(
@@ -381,7 +265,7 @@ def reconcile_by_name(
     deps: Deps,
     logger: logging.Logger | Any,
     body: dict[str, Any] | None = None,
-    seen: Seen = Seen(),
+    seen: Seen = NOTHING_SEEN,
 ) -> None:
     """Reconcile the VLLMService that owns a child that changed (it may be gone already)."""
     with one_pass_at_a_time(namespace, name):  # read the parent after the pass before wrote it

@@ -37,7 +37,7 @@ RESOURCES: dict[tuple[str, str], str] = {
 
 APPLY = "application/apply-patch+yaml"
 REQUEST_TIMEOUT = (5.0, 30.0)
-API_CONNECTIONS = 32  # kept open: at least the threads that may send requests at once
+API_CONNECTIONS = 48  # kept open: at least the threads that may send requests at once
 
 
 class NotFoundError(Exception):
