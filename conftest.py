@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.support.operator",
     "tests.support.harness",
     "tests.support.faults",
+    "tests.faults.loaded",
 ]

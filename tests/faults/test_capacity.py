@@ -91,23 +91,32 @@ def test_unschedulable_pods_do_not_block_the_scale_down(
     print(f"\nunschedulable: scaled down after {scale_s}s, Ready after {whole_s}s")
 
 
+H100_NODES = ("gpu-h100-0", "gpu-h100-1")
+
+
 @pytest.mark.long
-def test_pods_of_a_lost_node_move_to_another(
+@pytest.mark.parametrize("where", ["another-node", "fallback-type"])
+def test_pods_of_a_lost_node_move(
     cluster: Cluster,
     operator_process: OperatorProcess,
     namespace: str,
     core: client.CoreV1Api,
     record_property: Any,
+    where: str,
 ) -> None:
-    """An H100 node carrying the service's pods is deleted: kube-controller-manager's pod GC
-    removes the pods bound to the missing node and their replacements land on the other H100
-    node; the service is Ready again with nothing lost."""
+    """A GPU node carrying the service's pods is deleted: kube-controller-manager's pod GC
+    removes the pods bound to the missing node and their replacements land elsewhere, with
+    nothing lost. "another-node": the other H100 node. "fallback-type": every H100 node is
+    lost, and the pods move to the A100 node the spec declares as its fallback type, which
+    status.gpu.resolvedType then names."""
     obj = tuned_service(namespace, "moved", replicas=2, autoscaling=None, autotune={"mode": "Off"})
+    if where == "fallback-type":
+        obj["spec"]["gpu"]["fallbackTypes"] = ["A100-80GB"]
     apply(cluster, obj)
     wait_nothing_lost(cluster, namespace, ["moved"], timeout=90, what="the service Ready")
     pods = core.list_namespaced_pod(namespace).items
-    lost = pods[0].spec.node_name
-    manifest = delete_node(core, lost)
+    lost = [pods[0].spec.node_name] if where == "another-node" else list(H100_NODES)
+    manifests = [delete_node(core, name) for name in lost]
     t0 = time.monotonic()
     try:
         with Watchdog(cluster, namespace) as dog:
@@ -115,15 +124,24 @@ def test_pods_of_a_lost_node_move_to_another(
             def moved() -> bool:
                 now = core.list_namespaced_pod(namespace).items
                 running = [p for p in now if p.status.phase == "Running"]
-                return len(running) == 2 and all(p.spec.node_name != lost for p in running)
+                return len(running) == 2 and all(p.spec.node_name not in lost for p in running)
 
             wait_until(moved, timeout=150, what=f"the pods off {lost}", interval=1)
             wait_nothing_lost(
                 cluster, namespace, ["moved"], timeout=60, what="the service Ready again"
             )
+            if where == "fallback-type":
+                wait_until(
+                    lambda: (
+                        only(cluster, namespace)["status"]["gpu"].get("resolvedType") == "A100-80GB"
+                    ),
+                    timeout=60,
+                    what="status.gpu.resolvedType naming the fallback type the pods got",
+                )
         recovery_s = elapsed(t0)
     finally:
-        core.create_node(manifest)
+        for manifest in manifests:
+            core.create_node(manifest)
     assert dog.violations == [], dog.violations
     record_property("recovery_s", recovery_s)
-    print(f"\nnode {lost} lost: pods moved and Ready after {recovery_s}s")
+    print(f"\nnode(s) {lost} lost ({where}): pods moved and Ready after {recovery_s}s")

@@ -10,17 +10,20 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from tests.faults.loaded import Loaded
 from tests.faults.services import Creator, tuned_service
-from tests.support.faults import ControlPlane, elapsed
+from tests.support.faults import ControlPlane, elapsed, extra_nodes
 from tests.support.invariants import (
     Watchdog,
     is_ready,
     list_services,
+    tuned_since,
     wait_nothing_lost,
 )
 from tests.support.kube import Cluster
@@ -35,7 +38,8 @@ LEADERS = ("kube-scheduler", "kube-controller-manager")
 OUTAGE_SECONDS = 30
 # a recovery slower than this says who was late (most take under 10 s; one took 53)
 STRAGGLER_S = 20
-SERVICES = 10  # one H100 each, of the fleet's 16 (e2e/fleet.yaml); ~2 minutes on 2 cores
+SERVICES = 50  # one H100 each: more than the fleet's 16 (e2e/fleet.yaml), see EXTRA_NODES
+EXTRA_NODES = 5  # H100 nodes of 8 GPUs added for the test: 56 GPUs for the 50
 # what the operator logs when a call fails and kopf or a loop tries again
 RETRY_LINES = re.compile(r"retry|retrying|will retry|backoff|ClientConnectorError|Timeout", re.I)
 
@@ -105,20 +109,27 @@ def _load_and_fault(
     cluster: Cluster,
     operator_process: OperatorProcess,
     namespace: str,
+    loaded: Loaded,
     fault: Callable[[], None],
 ) -> dict[str, Any]:
     """Create SERVICES tuned services, inject `fault` once a third exist, and check everything
-    converges with nothing lost. Returns the figures the report quotes."""
+    converges with nothing lost, in `namespace` and in `loaded`'s (the tuner deciding on load
+    throughout). Returns the figures the report quotes."""
     names = [f"svc-{i:02d}" for i in range(SERVICES)]
     log_mark = operator_process.log_path.stat().st_size if operator_process.log_path.exists() else 0
     op_pid = operator_process.proc.pid if operator_process.proc else None
     creator = Creator(cluster, [tuned_service(namespace, n) for n in names])
-    with Watchdog(cluster, namespace) as dog:
+    with (
+        extra_nodes(cluster, namespace, "gpu-h100-0", EXTRA_NODES),
+        Watchdog(cluster, namespace) as dog,
+        Watchdog(cluster, loaded.namespace) as loaded_dog,
+    ):
         creator.start()
         wait_until(lambda: creator.created >= SERVICES // 3, timeout=60, what="a third created")
         t0 = time.monotonic()
         fault()
         fault_s = elapsed(t0)
+        undone = datetime.now(UTC)
         wait_until(creator.done.is_set, timeout=120, what="every service created")
 
         stragglers: list[str] = []  # who was still not Ready STRAGGLER_S after the fault
@@ -127,7 +138,8 @@ def _load_and_fault(
             services = list_services(cluster, namespace)
             done = len(services) == SERVICES and all(is_ready(s) for s in services)
             if not done and not stragglers and time.monotonic() - t0 > STRAGGLER_S:
-                stragglers.append(f"{len(services)} exist; {not_ready(cluster, namespace)}")
+                late = not_ready(cluster, namespace, at_most=5)
+                stragglers.append(f"{len(services)} exist; {late}")
             return done
 
         try:
@@ -155,12 +167,27 @@ def _load_and_fault(
         except AssertionError as exc:
             raise AssertionError(f"{exc}\noperator log:\n{operator_process.log_tail(80)}") from None
         whole_s = elapsed(t0)
+        loaded_lost = wait_nothing_lost(
+            cluster,
+            loaded.namespace,
+            loaded.names,
+            timeout=90,
+            what="nothing lost in the loaded services",
+        )
+        wait_until(
+            lambda: tuned_since(cluster, loaded.namespace, loaded.names, undone),
+            timeout=120,
+            what="a tuning pass on every loaded service after the fault",
+            interval=0.5,
+        )
+        tuned_s = elapsed(t0)
     creator.stop()
     assert operator_process.proc is not None and operator_process.proc.poll() is None, (
         f"the operator exited:\n{operator_process.log_tail()}"
     )
     assert operator_process.proc.pid == op_pid  # the same process: no crash loop
     assert dog.violations == [], dog.violations
+    assert loaded_dog.violations == [], loaded_dog.violations
     with operator_process.log_path.open("rb") as f:
         f.seek(log_mark)
         retries = sum(1 for line in f if RETRY_LINES.search(line.decode(errors="replace")))
@@ -175,10 +202,12 @@ def _load_and_fault(
         # resync timer had to repair (the etcd scenario's open question, docs/reliability.md)
         "lost_meanwhile": lost,
         "stragglers": stragglers,
+        "loaded_lost_meanwhile": loaded_lost,
+        "loaded_tuned_again_s": tuned_s,
     }
 
 
-def not_ready(cluster: Cluster, namespace: str) -> str:
+def not_ready(cluster: Cluster, namespace: str, at_most: int | None = None) -> str:
     """One line per service that is not Ready: its generations, its Ready condition, and what
     the cluster did with its Deployment (whether the controller manager saw it, its pods), so a
     failure tells an operator that did not act from a cluster that did not follow."""
@@ -198,7 +227,10 @@ def not_ready(cluster: Cluster, namespace: str) -> str:
                 f"{ready.get('reason')}: {ready.get('message')}; {deployment_line(deps.get(name))}"
                 f"; pods {phases(pods, name)}"
             )
-    return "not Ready:\n" + ("\n".join(lines) or "(none listed)")
+    more = len(lines) - at_most if at_most is not None and len(lines) > at_most else 0
+    shown = lines[:at_most] if more else lines
+    tail = [f"... and {more} more"] if more else []
+    return f"{len(lines)} not Ready:\n" + ("\n".join(shown + tail) or "(none listed)")
 
 
 def phases(pods: list[Any], name: str) -> list[str]:
@@ -242,9 +274,12 @@ def test_control_plane_fault_while_services_are_created(
     control_plane: ControlPlane,
     namespace: str,
     record_property: Any,
+    loaded: Loaded,
     fault: Callable[[ControlPlane], None],
 ) -> None:
-    figures = _load_and_fault(cluster, operator_process, namespace, lambda: fault(control_plane))
+    figures = _load_and_fault(
+        cluster, operator_process, namespace, loaded, lambda: fault(control_plane)
+    )
     for key, value in figures.items():
         record_property(key, value)
     print(f"\nfault figures ({fault.__name__}): {figures}")

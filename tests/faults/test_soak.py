@@ -14,22 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.faults.services import tuned_service
+from tests.faults.loaded import start_loaded
 from tests.support.faults import ControlPlane
 from tests.support.harness import Harness
-from tests.support.invariants import condition, list_services, wait_nothing_lost
 from tests.support.kube import Cluster
-from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
 from tests.support.soak import World, run_soak
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.faults
 
 SERVICES = 3  # 1..2 H100s each: room on one H100 node (8 GPUs) when the other is lost
-RATE = 2.0  # requests/s per service: load the tuner sees, not a benchmark
 
 
 def soak_settings() -> tuple[int, float, Path | None]:
@@ -62,25 +57,7 @@ def test_seeded_faults_under_load_lose_nothing(
     report = report or tmp_path / "soak.json"
     print(f"\nsoak: seed {seed}, {seconds:.0f}s of faults, report {report}")
     names = [f"soak-{i}" for i in range(SERVICES)]
-    for name in names:
-        obj = tuned_service(namespace, name)
-        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
-
-    def tuning() -> bool:
-        services = list_services(cluster, namespace)
-        active = [s for s in services if condition(s, "TuningActive").get("status") == "True"]
-        return len(active) == SERVICES
-
-    wait_until(tuning, timeout=180, what="every soak service tuned on usable metrics", interval=1)
-    # the tuner may see a pod's metrics before the pod is Ready (its twin's readiness): wait
-    wait_nothing_lost(cluster, namespace, names, timeout=120, what="every soak service Ready")
-    loads = [
-        BackgroundLoad(
-            harness.service(namespace, n)["url"],
-            rate=RATE, duration=seconds + 600, prompt=200, output=100,
-        ).start()
-        for n in names
-    ]  # fmt: skip
+    loads = start_loaded(cluster, harness, namespace, names, seconds=seconds + 600)
     world = World(cluster, control_plane, operator_process, harness, namespace, names)
     try:
         out = run_soak(world, seed=seed, seconds=seconds, report=report)

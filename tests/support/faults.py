@@ -115,10 +115,10 @@ def start_prometheus() -> None:
     subprocess.run(cmd, check=True, timeout=120)
 
 
-def delete_node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
-    """Delete a kwok node; return its manifest so the test can put it back."""
+def node_manifest(core: client.CoreV1Api, name: str) -> dict[str, Any]:
+    """A kwok node as it can be created again: its labels, kwok's annotations and its GPUs."""
     node = core.read_node(name)
-    manifest: dict[str, Any] = {
+    return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -132,8 +132,41 @@ def delete_node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
         },
         "status": {"allocatable": node.status.allocatable, "capacity": node.status.capacity},
     }
+
+
+def delete_node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
+    """Delete a kwok node; return its manifest so the test can put it back."""
+    manifest = node_manifest(core, name)
     core.delete_node(name)
     return manifest
+
+
+@contextmanager
+def extra_nodes(
+    cluster: Cluster, namespace: str, like: str, count: int, timeout: float = 120
+) -> Iterator[list[str]]:
+    """`count` more kwok nodes made like `like` (same labels and GPUs), for a test that needs
+    more GPUs than the fleet (e2e/fleet.yaml) has. On the way out the namespace's VLLMServices
+    are deleted and their pods are gone from these nodes before the nodes go, so nothing of
+    this test is left Pending to take the fleet's GPUs from the next one."""
+    core = client.CoreV1Api(cluster.api)
+    base = node_manifest(core, like)
+    names = [f"{like}-extra-{i}" for i in range(count)]
+    for name in names:
+        labels = {**base["metadata"]["labels"], "kubernetes.io/hostname": name}
+        core.create_node({**base, "metadata": {**base["metadata"], "name": name, "labels": labels}})
+    try:
+        yield names
+    finally:
+        cluster.kubectl("delete", "vllmservices", "--all", "-n", namespace, "--wait=false")
+
+        def drained() -> bool:
+            pods = core.list_namespaced_pod(namespace).items
+            return not any(p.spec.node_name in names for p in pods)
+
+        wait_until(drained, timeout=timeout, what=f"{namespace}: no pod left on {names}")
+        for name in names:
+            core.delete_node(name)
 
 
 def kill_operator(op: OperatorProcess) -> int:

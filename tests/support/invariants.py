@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
@@ -173,3 +174,13 @@ def wait_nothing_lost(
 
     wait_until(whole, timeout=timeout, what=what, interval=0.5)
     return lost
+
+
+def tuned_since(cluster: Cluster, namespace: str, names: Iterable[str], since: datetime) -> bool:
+    """Every named service has a tuning pass recorded after `since`: the tuner works again."""
+    want = set(names)
+    stamps = {
+        s["metadata"]["name"]: (s.get("status") or {}).get("tuning", {}).get("lastEvaluated")
+        for s in list_services(cluster, namespace)
+    }
+    return all(stamps.get(n) and epoch_seconds(stamps[n]) > since.timestamp() for n in want)

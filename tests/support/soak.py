@@ -35,10 +35,9 @@ from tests.support.faults import (
     wait_twins_restarted,
 )
 from tests.support.harness import Harness
-from tests.support.invariants import Watchdog, list_services, wait_nothing_lost
+from tests.support.invariants import Watchdog, tuned_since, wait_nothing_lost
 from tests.support.kube import Cluster
 from tests.support.operator import OperatorProcess
-from tests.support.vllmsvc import epoch_seconds
 from tests.support.wait import wait_until
 
 RECOVERY_TIMEOUT_S = 240  # the slowest recovery the tier has seen is about a minute
@@ -200,7 +199,7 @@ def _one(w: World, name: str, draw: Draw, started: float) -> dict[str, Any]:
     record["recovery_s"] = elapsed(t0)
     undone = datetime.now(UTC)
     wait_until(
-        lambda: _tuned_since(w, undone),
+        lambda: tuned_since(w.cluster, w.namespace, w.names, undone),
         timeout=RECOVERY_TIMEOUT_S,
         what=f"a tuning pass on every service after {name}",
         interval=0.5,
@@ -209,15 +208,6 @@ def _one(w: World, name: str, draw: Draw, started: float) -> dict[str, Any]:
     restarted = w.control_plane.events(event="restarted")
     record["supervisor_restarts"] = sorted(r["component"] for r in restarted if r["time"] >= wall)
     return record
-
-
-def _tuned_since(w: World, since: datetime) -> bool:
-    """Every service has a tuning pass recorded after `since`: the tuner works again."""
-    services = list_services(w.cluster, w.namespace)
-    stamps = [(s.get("status") or {}).get("tuning", {}).get("lastEvaluated") for s in services]
-    return len(stamps) == len(w.names) and all(
-        t and epoch_seconds(t) > since.timestamp() for t in stamps
-    )
 
 
 def summarize(out: dict[str, Any]) -> dict[str, dict[str, float]]:
