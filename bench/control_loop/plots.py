@@ -17,7 +17,11 @@ from .run import POLICIES, ScenarioResult
 
 # matplotlib's tab10, one colour per policy in the table's order
 _TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e377c2", "#9467bd", "#8c564b")
-COLORS = {**dict(zip(POLICIES, _TAB10, strict=True)), "ours-reactive": "#7f7f7f"}
+COLORS = {
+    **dict(zip(POLICIES, _TAB10, strict=True)),
+    "ours-reactive": "#7f7f7f",
+    "ours-observed": "#bcbd22",
+}
 
 
 def plot_timelines(results: Sequence[ScenarioResult], path: Path) -> None:

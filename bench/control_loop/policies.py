@@ -19,7 +19,9 @@
      keeps both spares at or above those triggers.
 6-7  Ours: the operator's decide() every 30 s on a snapshot built from the scraped samples
      (vllm_twin/observe.py), with the state it returns, and the operator's plan of the pass
-     (tuning/plan.py) carried out on the fleet; autotune Off (replicas only) or Auto.
+     (tuning/plan.py) carried out on the fleet; autotune Off (replicas only) or Auto. Each pass
+     computes the engine model's capacity estimate the way the operator's handler does
+     (tuning/model_capacity.py, through one process-wide cache) and passes it to decide().
 """
 
 from __future__ import annotations
@@ -30,15 +32,21 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine import EngineConfig
 from vllm_operator.tuning.decide import decide
-from vllm_operator.tuning.model import TuningState
+from vllm_operator.tuning.model import CapacityEstimate, TuningState
+from vllm_operator.tuning.model_capacity import CapacityCache, capacity_estimates, model_capacity
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_twin.observe import SCRAPE_INTERVAL, observe_snapshot
 
 from .harness import EPOCH, Context, engine_config
 from .scenarios import MAX_REPLICAS, MIN_REPLICAS, Scenario
+
+# One cache for every run of the process, as the operator holds one for every service.
+CAPACITY_CACHE = CapacityCache()
+CATALOG = load_catalog()
 
 
 def _clamp(n: int) -> int:
@@ -218,6 +226,7 @@ class Ours:
     period: float = 30.0  # the tuner's interval
     window: float = 300.0  # the operator's default metricsWindow
     settings: TuningSettings = field(default_factory=TuningSettings)
+    model: bool = True  # give decide() the engine model's capacity (False: observed only)
     state: TuningState = field(default_factory=TuningState)
     reasons: Counter[str] = field(default_factory=Counter)
     actions: list[str] = field(default_factory=list)
@@ -243,7 +252,14 @@ class Ours:
             fleet = replace(snapshot.fleet, ready_seconds=ctx.controls.ready_seconds())
             snapshot = replace(snapshot, fleet=fleet)
         at = EPOCH + timedelta(seconds=now)
-        decision = decide(self.spec, snapshot, self.state, at, self.settings)
+        capacities: tuple[CapacityEstimate, ...] = ()
+        if self.model:
+            found = model_capacity(
+                self.spec, snapshot, self.state, self.settings,
+                catalog=CATALOG, cache=CAPACITY_CACHE,
+            )  # fmt: skip
+            capacities = capacity_estimates(found)
+        decision = decide(self.spec, snapshot, self.state, at, self.settings, capacities)
         self.state = decision.state  # persisted exactly as returned, like status.tuning
         self.reasons[decision.reason.value] += 1
         plan = build_tune_plan(

@@ -58,6 +58,8 @@ def make_policy(name: str, oracle: OracleResult) -> Policy:
         return Ours(name, "Auto", first)
     if name == "ours-reactive":  # an ablation, not run by default: ours-replicas, forecast off
         return Ours(name, "Off", first, settings=REACTIVE)
+    if name == "ours-observed":  # an ablation, not run by default: ours-replicas, no model
+        return Ours(name, "Off", first, model=False)
     raise ValueError(f"unknown policy {name!r}")
 
 

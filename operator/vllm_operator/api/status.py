@@ -157,6 +157,26 @@ class CapacityStatus(StatusModel):
     )
 
 
+class ModelCapacityStatus(StatusModel):
+    """What one pod serves within the SLO by the calibrated engine model (docs/tuning.md,
+    "Capacity")."""
+
+    per_pod: float = Field(
+        ge=0,
+        description=(
+            "Requests per second per pod the engine model finds within the SLO, with the "
+            "budgets in force, for the workload the service sees."
+        ),
+    )
+    workload: str | None = Field(
+        default=None,
+        description="The workload bucket it was computed for (prompt and output lengths).",
+    )
+    computed_at: datetime | None = Field(
+        default=None, description="The time of the snapshot it was computed from."
+    )
+
+
 class ReadyTimeStatus(StatusModel):
     """How long this service's pods take from creation to Ready (docs/tuning.md, "Forecast")."""
 
@@ -218,6 +238,16 @@ class TuningStatus(StatusModel):
     capacity: CapacityStatus | None = Field(
         default=None,
         description="Learned per-pod capacity: scale up near it, scale down only below it.",
+    )
+    model_capacity: ModelCapacityStatus | None = Field(
+        default=None, description="The engine model's per-pod capacity, last pass."
+    )
+    capacity_source: Literal["observed", "model"] | None = Field(
+        default=None,
+        description=(
+            "Which capacity the last pass sized with: observed (status.tuning.capacity) or "
+            "model (status.tuning.modelCapacity)."
+        ),
     )
     canary: CanaryStatus | None = Field(
         default=None,

@@ -11,6 +11,8 @@ from typing import Any
 from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
+from vllm_operator.sim.catalog import Catalog, load_catalog
+from vllm_operator.tuning.model_capacity import CapacityCache
 
 
 def utc_now() -> datetime:
@@ -40,6 +42,9 @@ class Deps:
     children: Executor = field(default_factory=InlineExecutor)
     # Events, posted off the pass in the order submitted (an Event is not state)
     events: Executor = field(default_factory=InlineExecutor)
+    # the engine profiles and the one cache of model capacities every service's pass shares
+    catalog: Catalog = field(default_factory=load_catalog)
+    capacity_cache: CapacityCache = field(default_factory=CapacityCache)
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:

@@ -32,6 +32,7 @@ from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
+from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
 from vllm_operator.tuning.persist import state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, tuning_enabled
 from vllm_operator.tuning.report import build_fleet_view
@@ -55,7 +56,11 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
         state = normalize_state(state, svc.spec, settings, now)
         decision = judge_running_canary(deps, svc, state, snapshot, now, settings)
     else:
-        decision = decide(svc.spec, snapshot, state, now, settings)
+        found = model_capacity(
+            svc.spec, snapshot, state, settings, catalog=deps.catalog, cache=deps.capacity_cache
+        )
+        capacities = capacity_estimates(found)
+        decision = decide(svc.spec, snapshot, state, now, settings, capacities)
         if canary_enabled(svc):
             decision = divert_to_canary(decision, state, now)
     conditions = (body.get("status") or {}).get("conditions") or []

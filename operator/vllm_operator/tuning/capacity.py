@@ -1,10 +1,22 @@
-"""Where the tuner's per-pod capacity comes from: the seam for capacity sources.
+"""Where the tuner's per-pod capacity comes from, and which source it trusts.
 
-Today the only source is "observed": the arrivals per pod at which this fleet missed its SLO,
-learned by scaling.py and kept in status.tuning.capacity. A capacity computed from the
-calibrated engine model (the planner's evaluation, issue 14 item 1) comes in through
-`decide(..., capacities=...)` as an estimate with source "model"; `trusted_capacity` is the one
-place that chooses between them, and every rule that sizes by capacity asks it.
+Two sources. "observed": the arrivals per pod at which this fleet missed its SLO, learned by
+scaling.py and kept in status.tuning.capacity (raised when pods serve more with headroom).
+"model": what one pod with the budgets in force serves within the SLO for the workload the
+service sees, computed with the calibrated engine model (tuning/model_capacity.py) and given to
+`decide(..., capacities=...)`. `trusted_capacity` is the one place that chooses, and every rule
+that sizes by capacity asks it:
+
+- model only (no miss yet): the model. This is what lets the tuner scale up before the first
+  miss and scale down where it never missed.
+- both: the lower, so a miss caps the model. A fleet that missed at a rate below the model's
+  figure shows the model is optimistic for this service (a traffic mix its buckets do not
+  capture, noisy neighbours), and a capacity too high costs SLO windows, which are worse than
+  GPU-hours. A model figure below the observed one is kept, because the observed one is read
+  from a window that may lag the load, not a measurement of a limit, unless the observed one is
+  far above it (OBSERVED_FAR_ABOVE x): pods that served that much within the SLO disprove the
+  model for this service, and the observed figure is trusted.
+- observed only (no model estimate: no histograms, no engine profile): the observed one.
 """
 
 from __future__ import annotations
@@ -12,12 +24,21 @@ from __future__ import annotations
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import CapacityEstimate
 
+OBSERVED_FAR_ABOVE = 1.5
+
+
+def model_estimate(i: Inputs) -> CapacityEstimate | None:
+    """The model's estimate given to decide(), when there is a usable one."""
+    given = [c for c in i.capacities if c.source == "model" and c.per_pod > 0]
+    return given[0] if given else None
+
 
 def trusted_capacity(i: Inputs) -> CapacityEstimate | None:
-    """The capacity the rules size with: what this fleet was seen to serve, else an estimate
-    given to decide() (none is given today)."""
-    known = i.state.capacity
-    if known is not None:
-        return CapacityEstimate(known.per_pod, "observed")
-    given = [c for c in i.capacities if c.per_pod > 0]
-    return given[0] if given else None
+    """The capacity the rules size with (see the module doc for the choice)."""
+    known, model = i.state.capacity, model_estimate(i)
+    observed = None if known is None else CapacityEstimate(known.per_pod, "observed", known.at)
+    if observed is None or model is None:
+        return observed or model
+    if observed.per_pod > OBSERVED_FAR_ABOVE * model.per_pod:
+        return observed
+    return observed if observed.per_pod < model.per_pod else model

@@ -42,6 +42,7 @@ from datetime import datetime
 
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.tuning import guards, rules
+from vllm_operator.tuning.capacity import model_estimate, trusted_capacity
 from vllm_operator.tuning.evaluate import pending_rule
 from vllm_operator.tuning.forecast import forecast, forecast_phrase, observe, pods_coming
 from vllm_operator.tuning.inputs import Inputs, autotune_mode
@@ -101,8 +102,8 @@ def decide(
 
     Mode Auto applies budget moves. Mode Recommend acts exactly as Off would (replicas only,
     when autoscaling is on) and records what Auto would do: see _recommend. `capacities`:
-    per-pod capacity estimates from other sources than this fleet's observations
-    (tuning/capacity.py); none today.
+    per-pod capacity estimates from other sources than this fleet's observations: the engine
+    model's (tuning/model_capacity.py), which tuning/capacity.py weighs against the observed one.
     """
     base = normalize_state(state, spec, settings, now)
     mode = autotune_mode(spec)
@@ -116,7 +117,14 @@ def decide(
 def _chain(i: Inputs) -> Decision:
     observed = observe(i)
     decision = _rules(observed)
-    return replace(decision, forecast=forecast(observed))
+    # the source as the pass's last state has it (a miss in this pass teaches a capacity)
+    trusted = trusted_capacity(replace(observed, state=decision.state))
+    return replace(
+        decision,
+        forecast=forecast(observed),
+        model_capacity=model_estimate(observed),
+        capacity_source=None if trusted is None else trusted.source,
+    )
 
 
 def _rules(i: Inputs) -> Decision:

@@ -7,6 +7,7 @@ only) replaces the spec value; an unset field is vLLM's own default, which the t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -48,6 +49,17 @@ def spec_budget(spec: VLLMServiceSpec, key: str) -> int | None:
     group = None if spec.budgets is None else getattr(spec.budgets, group_name)
     value = None if group is None else getattr(group, attr)
     return None if value is None else int(value)
+
+
+def budget_in_force(spec: VLLMServiceSpec, overrides: Mapping[str, int], key: str) -> int | None:
+    """Override, spec, or (maxActiveSeqs only) the maxSeqs it defaults to; None when unset."""
+    override = overrides.get(key)
+    if override is not None:
+        return override
+    value = spec_budget(spec, key)
+    if value is None and key == "maxActiveSeqs":
+        return budget_in_force(spec, overrides, "maxSeqs")
+    return value
 
 
 def spec_bound(spec: VLLMServiceSpec, key: str) -> Bound | None:
@@ -104,13 +116,7 @@ class Inputs:
 
     def budget(self, key: BudgetKey) -> int | None:
         """Value in force: override, spec, or (maxActiveSeqs only) the maxSeqs it defaults to."""
-        override = self.state.overrides.get(key)
-        if override is not None:
-            return override
-        value = spec_budget(self.spec, key)
-        if value is None and key == "maxActiveSeqs":
-            return self.budget("maxSeqs")
-        return value
+        return budget_in_force(self.spec, self.state.overrides, key)
 
     @cached_property
     def active_cap(self) -> int | None:

@@ -215,6 +215,8 @@ class CapacityEstimate:
 
     per_pod: float  # requests/s one pod serves within the SLO
     source: CapacitySource
+    at: datetime | None = None  # when it was learned or computed
+    basis: str | None = None  # what it was computed for (the model's workload bucket)
 
 
 @dataclass(frozen=True)
@@ -282,3 +284,5 @@ class Decision:
     # budget keys the tuner wanted to move past an edge of their range (a Hold's blockers)
     pinned: tuple[str, ...] = ()
     forecast: Forecast | None = None  # the arrivals forecast of the pass, when one was made
+    model_capacity: CapacityEstimate | None = None  # the model's estimate given to the pass
+    capacity_source: CapacitySource | None = None  # which capacity the rules trusted

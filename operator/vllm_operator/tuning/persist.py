@@ -21,6 +21,7 @@ from vllm_operator.api.status import (
     CanaryStatus,
     CapacityStatus,
     ForecastStatus,
+    ModelCapacityStatus,
     PendingRetuneStatus,
     ReadyTimeStatus,
     TuningDecisionRecord,
@@ -180,6 +181,12 @@ def status_from_state(
             else ReadyTimeStatus(seconds=r.seconds, learned_at=r.at)
         ),
         forecast=None if decision.forecast is None else _forecast_status(decision.forecast),
+        model_capacity=(
+            None
+            if (m := decision.model_capacity) is None
+            else ModelCapacityStatus(per_pod=m.per_pod, workload=m.basis, computed_at=m.at)
+        ),
+        capacity_source=decision.capacity_source,
         window=[WindowSample(time=a.at, figures={_RATE: a.rate}) for a in state.arrivals][
             -MAX_WINDOW_SAMPLES:
         ],

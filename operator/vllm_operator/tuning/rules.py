@@ -214,6 +214,6 @@ def within_slo(i: Inputs) -> Decision:
         f"{signals.rejection_phrase(i)}, {signals.latency_phrase(i, 'ttft')}, "
         f"{signals.latency_phrase(i, 'itl')}, {signals.running_phrase(i)}"
     )
-    if i.state.capacity is not None:
+    if trusted_capacity(i) is not None:
         message = f"{message}, {signals.capacity_phrase(i)}"
     return hold(Reason.WITHIN_SLO, message, i.snapshot, i.state)

@@ -1,10 +1,12 @@
 """Replica moves: the fast lever. Only with spec.autoscaling.enabled, always within min/max.
 
-Up: +max(1, floor(50%)) after scale_up_cooldown. Down: -max(1, floor(25%)) (dask), only after
-scale_down_votes consecutive low-load passes and scale_down_stabilization since the last change.
-Low load is judged for the fleet *after* the step (in-flight requests per pod, KV usage, ITL, and
-arrivals per pod against the learned capacity), so a scale down never lands the service at the
-edge where a scale up would fire again.
+Up: +max(1, floor(50%)) after scale_up_cooldown. Down: with a trusted capacity (tuning/capacity.py)
+straight to what the long window's arrivals need at headroom x it, when that is more than one
+step; otherwise -max(1, floor(25%)) (dask); either only after scale_down_votes consecutive
+low-load passes and scale_down_stabilization since the last change. Low load is judged for the
+fleet *after* the move (in-flight requests per pod, KV usage, ITL, and arrivals per pod against
+the capacity), so a scale down never lands the service at the edge where a scale up would fire
+again; a deep move that fails a check falls back to the one step.
 
 Capacity: a scale-up for a missed SLO records the per-pod arrival rate at which the fleet missed
 it. That is what a pod serves, learned on this model, GPU, traffic mix and budgets, with every
@@ -119,23 +121,50 @@ def near_capacity(i: Inputs) -> bool:
 
 
 def scale_down_target(i: Inputs) -> int:
+    """One step down: -max(1, floor(scale_down_fraction x replicas)), within minReplicas."""
     floor_ = i.scaling.min_replicas if i.scaling is not None else i.replicas
     step = max(1, math.floor(i.replicas * i.settings.scale_down_fraction))
     return max(floor_, min(i.replicas, i.replicas - step))
 
 
+def sized_target(i: Inputs) -> int | None:
+    """The replicas the trusted capacity says the long window's arrivals need, at headroom x it,
+    within minReplicas; None without a capacity or a rate."""
+    known, rate = trusted_capacity(i), under_rate(i, forecast(i))
+    if known is None or rate is None or i.scaling is None:
+        return None
+    need = math.floor(rate / (i.settings.headroom * known.per_pod)) + 1  # strictly under it
+    return max(i.scaling.min_replicas, need)
+
+
+def down_target(i: Inputs) -> int | None:
+    """Where a scale down may go now: what the capacity says the load needs when that is below
+    one step and every check passes there, else one step; None when the load is not low."""
+    step = scale_down_target(i)
+    sized = sized_target(i)
+    for target in (sized, step) if sized is not None and sized < step else (step,):
+        if _low_load_at(i, target):
+            return target
+    return None
+
+
 def low_load(i: Inputs) -> bool:
-    """Quiet figures, and the load would still fit well after one scale-down step."""
+    """Quiet figures, and the load would still fit well after a scale-down (down_target)."""
+    return down_target(i) is not None
+
+
+def _low_load_at(i: Inputs, target: int) -> bool:
+    """Quiet figures, and the load would still fit well on `target` replicas."""
     snap = i.snapshot
     if i.scaling is None or snap.running is None or snap.waiting is None:
         return False
-    # With a learned capacity the arrivals judge the step below, and latency needs only headroom:
+    # With a capacity the arrivals judge the step below, and latency needs only headroom:
     # a floor above well_under x SLO (long prompts) would otherwise forbid any scale down.
     known = trusted_capacity(i)
     share = i.settings.headroom if known is not None else i.settings.well_under
     if not signals.all_quiet(i, share) or signals.requests_wait(i) or signals.preempting(i):
         return False
-    after = max(1, scale_down_target(i))
+    after = max(1, target)
     cap = i.active_cap
     if cap is not None and (snap.running + snap.waiting) / after > i.settings.well_under * cap:
         return False
@@ -154,7 +183,8 @@ def low_load(i: Inputs) -> bool:
 def scale_down(i: Inputs) -> Move | Blocked:
     if i.scaling is None:
         return _OFF
-    target = scale_down_target(i)
+    found = down_target(i)
+    target = scale_down_target(i) if found is None else found
     if target >= i.replicas:
         return Blocked(Reason.AT_MIN_REPLICAS, f"replicas at minReplicas {i.scaling.min_replicas}")
     votes, needed = i.state.scale_down_votes, i.settings.scale_down_votes

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from vllm_operator.tuning.capacity import trusted_capacity
 from vllm_operator.tuning.inputs import Inputs
 
 Latency = Literal["ttft", "itl"]
@@ -147,9 +148,15 @@ def requests_wait(i: Inputs) -> bool:
 
 
 def capacity_phrase(i: Inputs) -> str:
-    """Arrivals per pod against the learned capacity (scaling.py); callers check it is known."""
-    known, rate = i.state.capacity, i.snapshot.request_rate
-    learned = "unknown" if known is None else f"{known.per_pod:.2f}/s learned {known.at:%H:%M:%S}Z"
+    """Arrivals per pod against the trusted capacity, naming its source (tuning/capacity.py)."""
+    known, rate = trusted_capacity(i), i.snapshot.request_rate
+    if known is None:
+        learned = "unknown"
+    elif known.source == "model":
+        learned = f"{known.per_pod:.2f}/s from the engine model"
+    else:
+        at = "" if known.at is None else f" learned {known.at:%H:%M:%S}Z"
+        learned = f"{known.per_pod:.2f}/s{at}"
     per_pod = "?" if rate is None or not i.rates_trusted else f"{rate / i.pods:.2f}/s"
     return f"arrivals {per_pod} per pod (capacity {learned})"
 

@@ -44,6 +44,7 @@ def test_scale_up_decision_in_full() -> None:
         ),
         # one pass: no trend yet, so the forecast is the present, over the default ready time
         forecast=Forecast(10.0, 10.0, 0.0, 300.0, "default", 1),
+        capacity_source="observed",  # the capacity this miss taught
     )
 
 
