@@ -46,7 +46,9 @@ STEPS_PER_OCTAVE = 4  # a mean bucket is 2^(1/4) = 19% wide
 SIGMA_STEP = 0.25
 SIGMA_MAX = 2.0
 RELATIVE_PRECISION = 0.05  # bisection stops when the bracket is this narrow
-HORIZON = 180.0  # seconds of arrivals each probe replays (after the planner's warm-up)
+HORIZON = 180.0  # seconds of arrivals each probe replays (after the planner's warm-up) ...
+PROBE_REQUESTS = 1500  # ... or fewer at high rates, down to MIN_HORIZON: a probe's cost is
+MIN_HORIZON = 20.0  # its requests, and ~1,500 give a p95 to within a few percent
 MIN_RATE, MAX_RATE = 0.05, 1024.0  # requests/s per pod the search spans
 SEED = 0
 CACHE_SIZE = 4096
@@ -168,7 +170,7 @@ def _meets(key: CapacityKey, catalog: Catalog, rate: float, horizon: float) -> b
         prompt=bucket.prompt.representative(),
         output=bucket.output.representative(),
         seed=SEED,
-        horizon=horizon,
+        horizon=max(MIN_HORIZON, min(horizon, PROBE_REQUESTS / rate)),
     )
     candidate = Candidate(
         key.gpu, 1, key.gpus_per_pod, budgets=key.budgets, max_model_len=key.max_model_len
