@@ -1,0 +1,71 @@
+"""The engine model's capacity on the real control plane: a service that never missed its SLO
+scales down to what the model says it needs (tuning/model_capacity.py, docs/tuning.md).
+
+Time is compressed (tests/support/operator.py); every wait is on a condition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.support.harness import Harness
+from tests.support.kube import Cluster
+from tests.support.load import BackgroundLoad
+from tests.support.operator import OperatorProcess
+from tests.support.vllmsvc import decisions, get, start
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.e2e
+
+NAME = "model"
+
+
+def manifest(namespace: str) -> dict[str, Any]:
+    # 3 replicas for 1 req/s of short requests: quiet all along, so nothing is ever missed and
+    # the only capacity is the model's
+    return {
+        "apiVersion": "serving.vllmop.io/v1alpha1",
+        "kind": "VLLMService",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "servedModelName": "chat",
+            "gpu": {"type": "H100-80GB"},
+            "replicas": 3,
+            "budgets": {"queue": {"maxRequests": 16}, "running": {"maxSeqs": 8}},
+            "slo": {"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
+            "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 3},
+        },
+    }
+
+
+def replicas(cluster: Cluster, ns: str) -> int:
+    return int(get(cluster, "deployment", ns, NAME)["spec"]["replicas"])
+
+
+def test_a_service_that_never_missed_scales_down_to_what_the_model_says_it_needs(
+    cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
+) -> None:
+    url = start(cluster, harness, manifest(namespace))
+    load = BackgroundLoad(url, rate=1, duration=150, prompt=200, output=100).start()
+    try:
+        wait_until(
+            lambda: replicas(cluster, namespace) < 3,
+            timeout=140,
+            what="a scale-down on the model's capacity",
+        )
+        tuning = get(cluster, "vllmservice", namespace, NAME)["status"]["tuning"]
+    finally:
+        load.join(timeout=200)
+    moves = [d for d in decisions(cluster, namespace, NAME) if d["action"] == "ScaleReplicas"]
+    # one move, straight to what the model says (one 25% step would have been 3 -> 2)
+    assert [(m["reason"], m["fromValue"], m["toValue"]) for m in moves] == [
+        ("ScaleDownLowLoad", 3, 1)
+    ], (moves, tuning.get("modelCapacity"))
+    assert tuning.get("capacity") is None  # nothing observed: it never missed
+    assert tuning["capacitySource"] == "model"
+    model = tuning["modelCapacity"]
+    assert model["perPod"] > 1.25  # 1 req/s stays under 80% of it on one pod
+    assert "prompts" in model["workload"]
+    assert replicas(cluster, namespace) == 1
