@@ -19,6 +19,7 @@ process holds) is the only state; everything else is pure.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -198,22 +199,31 @@ def compute_capacity(key: CapacityKey, catalog: Catalog, horizon: float = HORIZO
 
 
 class CapacityCache:
-    """Capacities by key, least recently used dropped beyond `size`: the operator's one copy."""
+    """Capacities by key, least recently used dropped beyond `size`: the operator's one copy.
+
+    Tuning passes of different services run on a thread pool (handlers/passes.py), so the
+    entries are guarded by a lock; a key two passes miss at once is computed by both (the same
+    figure), rather than one pass waiting seconds on the other's evaluation.
+    """
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size = size
         self._entries: OrderedDict[CapacityKey, float] = OrderedDict()
+        self._lock = threading.Lock()
         self.misses = 0
 
     def get(self, key: CapacityKey, compute: Callable[[CapacityKey], float]) -> float:
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            return self._entries[key]
-        self.misses += 1
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+            self.misses += 1
         value = compute(key)
-        self._entries[key] = value
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
         return value
 
     def __len__(self) -> int:
