@@ -23,6 +23,7 @@ from tests.support.prometheus import (
 )
 from tests.support.vllmsvc import (
     assert_spec_untouched,
+    chat_service,
     condition,
     decisions,
     epoch_seconds,
@@ -36,24 +37,6 @@ from tests.support.wait import wait_until
 pytestmark = pytest.mark.e2e
 
 
-def service(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "model": "Qwen/Qwen2.5-7B-Instruct",
-        "servedModelName": "chat",
-        "gpu": {"type": "H100-80GB"},
-        "replicas": 1,
-        "budgets": {"queue": {"maxRequests": 4}, "running": {"maxSeqs": 4}},
-        "slo": {"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
-    }
-    base.update(spec)
-    return {
-        "apiVersion": "serving.vllmop.io/v1alpha1",
-        "kind": "VLLMService",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": base,
-    }
-
-
 def replicas(cluster: Cluster, ns: str, name: str) -> int:
     return int(get(cluster, "deployment", ns, name)["spec"]["replicas"])
 
@@ -61,7 +44,7 @@ def replicas(cluster: Cluster, ns: str, name: str) -> int:
 def test_overload_adds_replicas_until_rejections_fall_under_budget(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
-    obj = service(
+    obj = chat_service(
         namespace, "overload", autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3}
     )
     url = start(cluster, harness, obj)
@@ -117,7 +100,7 @@ def test_overload_adds_replicas_until_rejections_fall_under_budget(
 def test_prometheus_outage_freezes_the_tuner_and_says_why(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
-    obj = service(
+    obj = chat_service(
         namespace, "blind", autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3}
     )
     start(cluster, harness, obj)
@@ -152,7 +135,7 @@ def test_prometheus_outage_freezes_the_tuner_and_says_why(
 def test_recommend_mode_records_and_leaves_the_deployment_alone(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
-    obj = service(
+    obj = chat_service(
         namespace,
         "advice",
         autotune={"mode": "Recommend", "bounds": {"maxRequests": {"min": 2, "max": 64}}},
@@ -186,7 +169,7 @@ def test_recommend_mode_records_and_leaves_the_deployment_alone(
 def test_replicas_return_to_min_only_after_the_stabilisation_window(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
-    obj = service(
+    obj = chat_service(
         namespace, "ebb", autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3}
     )
     url = start(cluster, harness, obj)
@@ -212,7 +195,7 @@ def test_replicas_return_to_min_only_after_the_stabilisation_window(
 def test_restart_budget_and_bounds_hold_under_steady_pressure(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
-    obj = service(
+    obj = chat_service(
         namespace,
         "pushy",
         budgets={"queue": {"maxRequests": 2}, "running": {"maxSeqs": 4}},
@@ -306,7 +289,7 @@ def test_a_budget_pinned_at_its_bound_fires_the_alert(
 ) -> None:
     # 503s over budget and maxRequests already at its max: the tuner wants it up and cannot (the
     # restart budget and cooldown are untouched, so the bound is the blocker)
-    obj = service(
+    obj = chat_service(
         namespace, "pinned", autotune={"mode": "Auto", "bounds": {"maxRequests": {"max": 4}}}
     )
     url = start(cluster, harness, obj)
@@ -331,7 +314,7 @@ def test_itl_over_slo_lowers_active_seqs_and_itl_recovers(
     # under the batch's ITL, not at a histogram bucket bound (vLLM's ITL buckets include 50,
     # 75 and 100 ms): the 5-minute p95 the alert reads also holds the minute the batch took to
     # fill and is interpolated within a bucket, so near 75 ms it stays just under it.
-    obj = service(
+    obj = chat_service(
         namespace,
         "chatty",
         model="Qwen/Qwen2.5-3B-Instruct",

@@ -13,7 +13,7 @@ from tests.support.harness import Harness
 from tests.support.kube import Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
-from tests.support.vllmsvc import decisions, get, start
+from tests.support.vllmsvc import chat_service, decisions, get, start
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -24,20 +24,13 @@ NAME = "model"
 def manifest(namespace: str) -> dict[str, Any]:
     # 3 replicas for 1 req/s of short requests: quiet all along, so nothing is ever missed and
     # the only capacity is the model's
-    return {
-        "apiVersion": "serving.vllmop.io/v1alpha1",
-        "kind": "VLLMService",
-        "metadata": {"name": NAME, "namespace": namespace},
-        "spec": {
-            "model": "Qwen/Qwen2.5-7B-Instruct",
-            "servedModelName": "chat",
-            "gpu": {"type": "H100-80GB"},
-            "replicas": 3,
-            "budgets": {"queue": {"maxRequests": 16}, "running": {"maxSeqs": 8}},
-            "slo": {"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
-            "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 3},
-        },
-    }
+    return chat_service(
+        namespace,
+        NAME,
+        replicas=3,
+        budgets={"queue": {"maxRequests": 16}, "running": {"maxSeqs": 8}},
+        autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3},
+    )
 
 
 def replicas(cluster: Cluster, ns: str) -> int:

@@ -14,6 +14,25 @@ from tests.support.kube import Cluster
 from tests.support.wait import wait_until
 
 
+def chat_service(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A one-H100 chat VLLMService with small budgets (the e2e tiers' default); `spec` replaces
+    top-level keys."""
+    base: dict[str, Any] = {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "servedModelName": "chat",
+        "gpu": {"type": "H100-80GB"},
+        "replicas": 1,
+        "budgets": {"queue": {"maxRequests": 4}, "running": {"maxSeqs": 4}},
+        "slo": {"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
+    }
+    return {
+        "apiVersion": "serving.vllmop.io/v1alpha1",
+        "kind": "VLLMService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {**base, **spec},
+    }
+
+
 def get(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
     out = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
     obj: dict[str, Any] = json.loads(out)
