@@ -145,3 +145,49 @@ def test_pods_of_a_lost_node_move(
     assert dog.violations == [], dog.violations
     record_property("recovery_s", recovery_s)
     print(f"\nnode(s) {lost} lost ({where}): pods moved and Ready after {recovery_s}s")
+
+
+@pytest.mark.long
+def test_a_node_loss_with_no_room_anywhere_is_reported_and_recovers(
+    cluster: Cluster,
+    operator_process: OperatorProcess,
+    namespace: str,
+    core: client.CoreV1Api,
+    record_property: Any,
+) -> None:
+    """Every H100 node is lost and the spec declares no fallback type: the replacement pods
+    cannot be scheduled anywhere, and the service says so (`Degraded`, reason Unschedulable)
+    instead of reporting a rollout in progress; once the nodes are back it is Ready with
+    nothing lost."""
+    obj = tuned_service(namespace, "stuck", replicas=2, autoscaling=None, autotune={"mode": "Off"})
+    apply(cluster, obj)
+    wait_nothing_lost(cluster, namespace, ["stuck"], timeout=90, what="the service Ready")
+    manifests = [delete_node(core, name) for name in H100_NODES]
+    t0 = time.monotonic()
+    try:
+        with Watchdog(cluster, namespace) as dog:
+
+            def reported() -> bool:
+                degraded = condition(only(cluster, namespace), "Degraded")
+                return degraded.get("status") == "True" and degraded.get("reason") == (
+                    "Unschedulable"
+                )
+
+            wait_until(reported, timeout=180, what="Degraded=True, reason Unschedulable")
+            reported_s = elapsed(t0)
+            for manifest in manifests:
+                core.create_node(manifest)
+            manifests = []
+            wait_nothing_lost(
+                cluster, namespace, ["stuck"], timeout=150, what="the service Ready again"
+            )
+        recovery_s = elapsed(t0)
+    finally:
+        for manifest in manifests:
+            core.create_node(manifest)
+    assert dog.violations == [], dog.violations
+    svc = only(cluster, namespace)
+    assert condition(svc, "Degraded").get("status") != "True", svc["status"]
+    record_property("reported_s", reported_s)
+    record_property("recovery_s", recovery_s)
+    print(f"\nno room: Unschedulable reported after {reported_s}s, Ready after {recovery_s}s")
