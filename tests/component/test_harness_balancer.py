@@ -96,3 +96,15 @@ def test_terminating_backends_serve_only_while_no_backend_is_ready() -> None:
             await lb.stop()
 
     asyncio.run(main())
+
+
+def test_the_least_loaded_backend_wins_and_ties_are_taken_in_turn() -> None:
+    lb = Balancer("ns/svc")
+    lb.set_backends({"a": "http://a", "b": "http://b", "c": "http://c"})
+    lb.outstanding.update({"a": 2, "b": 0, "c": 1})
+    assert {lb._pick() for _ in range(5)} == {"b"}
+    lb.outstanding.update({"a": 1, "b": 1, "c": 1})
+    picks = [lb._pick() for _ in range(6)]
+    assert sorted(picks) == ["a", "a", "b", "b", "c", "c"], picks
+    lb.outstanding.update({"a": 0, "b": 3, "c": 0})
+    assert sorted(lb._pick() for _ in range(4)) == ["a", "a", "c", "c"]

@@ -1,4 +1,5 @@
-"""A loopback load balancer for one VLLMService: least-outstanding over its ready twins.
+"""A loopback load balancer for one VLLMService: least-outstanding over its ready twins, ties
+taken in turn (as nginx's least_conn does: round-robin among the least loaded).
 
 It plays the Service's part (kwok has no kube-proxy). A 503 from a twin is passed through
 unchanged, as a real L4/L7 balancer would, so clients see vLLM's own overload answer. Terminating
@@ -19,6 +20,7 @@ class Balancer:
         self.backends: dict[str, str] = {}  # pod name -> base URL
         self.terminating: dict[str, str] = {}  # pod name -> base URL, the fallback
         self.outstanding: dict[str, int] = {}
+        self._turn = 0  # which of the least-loaded backends the next tie goes to
         self.runner: web.AppRunner | None = None
         self.url = ""
         self._session: ClientSession | None = None
@@ -35,7 +37,13 @@ class Balancer:
         pool = self.backends or self.terminating
         if not pool:
             return None
-        return min(sorted(pool), key=lambda p: self.outstanding.get(p, 0))
+        # Ties rotate: always the first by name would send an idle fleet's every request to one
+        # pod, and a canary would get traffic only when it had strictly fewer requests than the
+        # stable pod, never its share (which side won depended on the ReplicaSets' hashes).
+        least = min(self.outstanding.get(p, 0) for p in pool)
+        ties = sorted(p for p in pool if self.outstanding.get(p, 0) == least)
+        self._turn += 1
+        return ties[self._turn % len(ties)]
 
     async def start(self) -> str:
         app = web.Application()
