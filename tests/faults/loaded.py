@@ -3,19 +3,17 @@ fault test breaks something (the soak, and the control-plane faults' second name
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client
 
 from tests.faults.services import tuned_service
 from tests.support.harness import Harness
 from tests.support.invariants import condition, list_services, wait_nothing_lost
-from tests.support.kube import Cluster
+from tests.support.kube import Cluster, fresh_namespace
 from tests.support.load import BackgroundLoad
 from tests.support.wait import wait_until
 
@@ -68,17 +66,14 @@ def start_loaded(
 def loaded(cluster: Cluster, tmp_path: Path) -> Iterator[Loaded]:
     """Three tuned services on the A100 node (1 to 2 GPUs each, of its 8) with twins under load,
     in a namespace of their own, so the test's own namespace can hold services without twins."""
-    core = client.CoreV1Api(cluster.api)
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": namespace, "labels": {"vllmop.test": "true"}}})
-    (tmp_path / "loaded").mkdir()
-    harness = Harness(cluster, namespace, tmp_path / "loaded", time_scale=1.0)
-    names = [f"loaded-{i}" for i in range(3)]
-    try:
-        loads = start_loaded(
-            cluster, harness, namespace, names, seconds=LOADED_SECONDS, gpu="A100-80GB"
-        )
-        yield Loaded(namespace, names, harness, loads)
-    finally:
-        harness.stop()
-        core.delete_namespace(namespace, propagation_policy="Background")
+    with fresh_namespace(cluster) as namespace:
+        (tmp_path / "loaded").mkdir()
+        harness = Harness(cluster, namespace, tmp_path / "loaded", time_scale=1.0)
+        names = [f"loaded-{i}" for i in range(3)]
+        try:
+            loads = start_loaded(
+                cluster, harness, namespace, names, seconds=LOADED_SECONDS, gpu="A100-80GB"
+            )
+            yield Loaded(namespace, names, harness, loads)
+        finally:
+            harness.stop()

@@ -12,6 +12,7 @@ import re
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,11 +108,21 @@ def apps(cluster: Cluster) -> client.AppsV1Api:
     return client.AppsV1Api(cluster.api)
 
 
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards (the namespace controller cleans it up)."""
+@contextmanager
+def fresh_namespace(cluster: Cluster) -> Iterator[str]:
+    """A new test namespace for the block, deleted after it (the namespace controller cleans it
+    up)."""
     core = client.CoreV1Api(cluster.api)
     name = f"t-{uuid.uuid4().hex[:10]}"
     core.create_namespace({"metadata": {"name": name, "labels": {"vllmop.test": "true"}}})
-    yield name
-    core.delete_namespace(name, propagation_policy="Background")
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace per test."""
+    with fresh_namespace(cluster) as name:
+        yield name
