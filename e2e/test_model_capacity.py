@@ -37,18 +37,26 @@ def replicas(cluster: Cluster, ns: str) -> int:
     return int(get(cluster, "deployment", ns, NAME)["spec"]["replicas"])
 
 
+def scaled(cluster: Cluster, ns: str) -> dict[str, Any] | None:
+    """status.tuning once it records a ScaleReplicas decision, else None."""
+    tuning: dict[str, Any] = get(cluster, "vllmservice", ns, NAME)["status"].get("tuning", {})
+    moves = [d for d in tuning.get("lastDecisions", []) if d["action"] == "ScaleReplicas"]
+    return tuning if moves else None
+
+
 def test_a_service_that_never_missed_scales_down_to_what_the_model_says_it_needs(
     cluster: Cluster, operator_process: OperatorProcess, namespace: str, harness: Harness
 ) -> None:
     url = start(cluster, harness, manifest(namespace))
     load = BackgroundLoad(url, rate=1, duration=150, prompt=200, output=100).start()
     try:
-        wait_until(
-            lambda: replicas(cluster, namespace) < 3,
+        # the replicas are applied before the pass's status, so wait on the status that records
+        # the move: it carries the capacity source that pass trusted
+        tuning = wait_until(
+            lambda: scaled(cluster, namespace),
             timeout=140,
-            what="a scale-down on the model's capacity",
+            what="a scale-down on the model's capacity recorded in status.tuning",
         )
-        tuning = get(cluster, "vllmservice", namespace, NAME)["status"]["tuning"]
     finally:
         load.join(timeout=200)
     moves = [d for d in decisions(cluster, namespace, NAME) if d["action"] == "ScaleReplicas"]
