@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ import yaml
 from tests.support.harness import Harness
 from tests.support.kube import Cluster
 from tests.support.wait import wait_until
+from vllm_operator.api.durations import parse_kube_time
 
 
 def chat_service(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -82,7 +82,9 @@ def flag(args: list[str], name: str) -> str | None:
 
 def epoch_seconds(stamp: str) -> float:
     """A status timestamp (RFC 3339, Z) as seconds since the epoch."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    parsed = parse_kube_time(stamp)
+    assert parsed is not None, f"not an API timestamp: {stamp!r}"
+    return parsed.timestamp()
 
 
 def start(cluster: Cluster, harness: Harness, obj: dict[str, Any]) -> str:

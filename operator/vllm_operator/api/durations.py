@@ -1,4 +1,4 @@
-"""Durations: one syntax for the API and every command line.
+"""Durations: one syntax for the API and every command line; and the API's timestamps.
 
 Go-style duration strings as the API server and kubectl write them: a number and a unit, one or
 more times (`500ms`, `1.5s`, `1m30s`; units ns, us, ms, s, m, h; no sign, no spaces). Command
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Annotated, Final
+from datetime import datetime
+from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, Field
 
@@ -64,3 +65,16 @@ Duration = Annotated[
     AfterValidator(_check),
     Field(max_length=32, json_schema_extra={"pattern": DURATION_PATTERN}),
 ]
+
+
+def parse_kube_time(value: Any) -> datetime | None:
+    """An API timestamp (RFC 3339 as the API server writes it, `2026-12-01T10:00:00Z`, with or
+    without fractional seconds) as an aware datetime; None for anything else, so a missing or
+    malformed stamp on an object someone else wrote is "unknown", not a crash."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None

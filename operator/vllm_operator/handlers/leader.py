@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from vllm_operator.api.durations import parse_kube_time
 from vllm_operator.k8s.client import Kube
 
 log = logging.getLogger("vllm_operator.leader")
@@ -32,8 +33,9 @@ def lease_is_free(lease: dict[str, Any], identity: str, now: datetime, duration:
     holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
     if not holder or holder == identity or not renewed:
         return True
-    last = datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
-    return (now - last) > timedelta(seconds=duration)
+    last = parse_kube_time(renewed)
+    # a renewTime nobody can read is not a live holder's: take the lease, as when never held
+    return last is None or (now - last) > timedelta(seconds=duration)
 
 
 @dataclass

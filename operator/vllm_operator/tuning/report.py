@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from vllm_operator import constants as c
+from vllm_operator.api.durations import parse_kube_time
 from vllm_operator.api.status import MetricsStatus
 from vllm_operator.status.conditions import set_condition
 from vllm_operator.status.summarize import read_rollout
@@ -30,15 +31,6 @@ def build_fleet_view(
     )
 
 
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def pod_ready_seconds(pods: list[dict[str, Any]]) -> tuple[float, ...]:
     """How long each Ready pod took to serve (scheduling, image pull, model load, startup
     probe): the forecast's horizon (forecast.py). Creation to Ready; after a container restart,
@@ -58,15 +50,16 @@ def pod_ready_seconds(pods: list[dict[str, Any]]) -> tuple[float, ...]:
 
 
 def _load_seconds(pod: dict[str, Any]) -> float | None:
-    created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_kube_time((pod.get("metadata") or {}).get("creationTimestamp"))
     status = pod.get("status") or {}
     ready = next((x for x in status.get("conditions") or [] if x.get("type") == "Ready"), None)
     if created is None or ready is None or ready.get("status") != "True":
         return None
-    became = _time(ready.get("lastTransitionTime"))
+    became = parse_kube_time(ready.get("lastTransitionTime"))
     containers = [x for x in status.get("containerStatuses") or [] if isinstance(x, dict)]
     started = [
-        _time(((x.get("state") or {}).get("running") or {}).get("startedAt")) for x in containers
+        parse_kube_time(((x.get("state") or {}).get("running") or {}).get("startedAt"))
+        for x in containers
     ]
     last_start = max((t for t in started if t is not None), default=None)
     restarted = any(_int(x.get("restartCount")) > 0 for x in containers)
