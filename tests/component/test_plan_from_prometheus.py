@@ -52,8 +52,9 @@ def test_the_workload_of_a_live_service_plans(
         )
         seen = query_workload(prom, NS, NAME, window=WINDOW, now=datetime.now(UTC))
         assert seen.rate * WINDOW == pytest.approx(len(codes), rel=0.5)
-        prompt = empirical_from_buckets(seen.prompt_buckets)
-        output = empirical_from_buckets(seen.output_buckets)
+        prompt = empirical_from_buckets(seen.prompt_buckets, seen.prompt_sum)
+        output = empirical_from_buckets(seen.output_buckets, seen.output_sum)
+        assert prompt.exact_mean is not None and output.exact_mean is not None
         rng = random.Random(0)
         assert {5 <= prompt.sample(rng) <= 10 for _ in range(200)} == {True}
         assert {20 <= output.sample(rng) <= 50 for _ in range(200)} == {True}

@@ -71,7 +71,8 @@ _POD_GAUGES: tuple[tuple[Figure, str], ...] = (
     ("pod_kv_usage", "kv_usage"),
 )
 REJECTED = tuple(f"rejected:{reason}" for reason in ADMISSION_REASONS)
-COUNTERS = ("success", "preemptions", "prompt_tokens", *REJECTED)
+LENGTH_SUMS = tuple(f"sum:{which}" for which in LENGTH_HISTOGRAMS)  # the token histograms' _sum
+COUNTERS = ("success", "preemptions", "prompt_tokens", *REJECTED, *LENGTH_SUMS)
 
 
 class PodHistograms:
@@ -79,8 +80,11 @@ class PodHistograms:
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {f: [0] * (len(b) + 1) for f, b in _BOUNDS.items()}
+        self.sums: dict[str, float] = {which: 0.0 for which in LENGTH_HISTOGRAMS}
 
     def observe(self, record: RequestRecord) -> None:
+        for which in LENGTH_HISTOGRAMS:
+            self.sums[which] += _ONE_VALUE[which](record)
         for figure, value_of in _ONE_VALUE.items():
             # `le` is inclusive: a value equal to a bound belongs to that bound's bucket
             self.counts[figure][bisect.bisect_left(_BOUNDS[figure], value_of(record))] += 1
@@ -205,6 +209,10 @@ class ScrapeStore:
             Sample({LENGTHS_LABEL: which, "le": "+Inf" if math.isinf(le) else str(le)}, value)
             for which in LENGTH_HISTOGRAMS
             for le, value in _bucket_rates(ranged, which, start, now)
+        ] + [  # the histograms' _sum, without `le`
+            Sample({LENGTHS_LABEL: which}, rates[f"sum:{which}"])
+            for which in LENGTH_HISTOGRAMS
+            if f"sum:{which}" in rates
         ]
         means = {
             gauge: {p: sum(getattr(s, gauge) for s in ss) / len(ss) for p, ss in ranged.items()}
@@ -314,6 +322,9 @@ def read_pod(replica: Replica, histograms: PodHistograms | None, now: float) -> 
     }
     for reason in ADMISSION_REASONS:
         counters[f"rejected:{reason}"] = float(stats.rejections.get(reason, 0))
+    sums = (histograms or PodHistograms()).sums
+    for which in LENGTH_HISTOGRAMS:
+        counters[f"sum:{which}"] = sums[which]
     return PodSample(
         time=now,
         running=float(stats.num_running),

@@ -21,8 +21,8 @@ def read_workload(
     try:
         prom = build_prometheus(OperatorConfig(prometheus_url=args.from_prometheus))
         seen = query_workload(prom, ns, name, window=args.window, now=datetime.now(UTC))
-        prompt = prompt or empirical_from_buckets(seen.prompt_buckets)
-        output = output or empirical_from_buckets(seen.output_buckets)
+        prompt = prompt or empirical_from_buckets(seen.prompt_buckets, seen.prompt_sum)
+        output = output or empirical_from_buckets(seen.output_buckets, seen.output_sum)
     except (WorkloadQueryError, ValueError) as exc:
         raise UsageError(f"--from-prometheus: {exc}") from None
     label = f"{ns}/{name} over {args.window:g}s: {seen.rate:.3g} req/s"

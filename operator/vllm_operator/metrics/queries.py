@@ -164,12 +164,18 @@ def build_prompt_tokens_per_request(sel: str, rng: str) -> str:
 
 
 def build_lengths(sel: str, rng: str) -> str:
-    """Both token histograms' bucket rates summed over pods, in one query (one round trip per
-    service, however many histograms): each series has `le` and LENGTHS_LABEL."""
+    """Both token histograms' bucket rates summed over pods, and their `_sum` rates, in one query
+    (one round trip per service, however many histograms): each series has LENGTHS_LABEL, the
+    buckets `le`, the sums no `le` (their mean is `_sum` / the +Inf bucket)."""
     parts = [
-        f"label_replace(sum by (le) (rate({histogram}_bucket{sel}[{rng}])),"
-        f' "{LENGTHS_LABEL}", "{which}", "", "")'
+        part
         for which, histogram in LENGTH_HISTOGRAMS.items()
+        for part in (
+            f"label_replace(sum by (le) (rate({histogram}_bucket{sel}[{rng}])),"
+            f' "{LENGTHS_LABEL}", "{which}", "", "")',
+            f"label_replace(sum(rate({histogram}_sum{sel}[{rng}])),"
+            f' "{LENGTHS_LABEL}", "{which}", "", "")',
+        )
     ]
     return " or ".join(parts)
 

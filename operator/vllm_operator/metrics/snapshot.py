@@ -244,8 +244,9 @@ def _lengths(results: Mapping[Figure, Sequence[Sample]], which: LengthsOf) -> Em
     """One token histogram of the `lengths` answer; None when it holds no finished request."""
     samples = [s for s in results.get("lengths", ()) if s.labels.get(LENGTHS_LABEL) == which]
     buckets = [(le, v) for le, v in le_buckets(samples) if math.isfinite(v) and v >= 0]
-    try:
-        return empirical_from_buckets(buckets)
+    sums = [s.value for s in samples if "le" not in s.labels]
+    try:  # a missing or unusable _sum leaves the mean to the buckets
+        return empirical_from_buckets(buckets, sums[0] if len(sums) == 1 else None)
     except ValueError:  # no observations in the window
         return None
 

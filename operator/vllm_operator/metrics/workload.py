@@ -3,7 +3,8 @@
 The arrival rate counts every request the servers answered or refused with 503 (finished plus
 admission rejections); the length distributions are vLLM's own histograms of finished requests,
 `vllm:request_prompt_tokens` and `vllm:request_generation_tokens`, as the increase of each
-bucket over the window summed over pods. The PromQL is built here (pure); `query_workload` is
+bucket, and of each histogram's `_sum` (its exact mean, planning/lengths.py), over the window
+summed over pods. The PromQL is built here (pure); `query_workload` is
 the I/O, through the same client as the tuner's snapshot.
 """
 
@@ -33,6 +34,8 @@ class ObservedWorkload:
     prompt_buckets: tuple[tuple[float, float], ...]  # (le, cumulative count over the window)
     output_buckets: tuple[tuple[float, float], ...]
     window_seconds: float
+    prompt_sum: float | None = None  # the histograms' _sum increase; None: not answered
+    output_sum: float | None = None
 
 
 def build_workload_queries(namespace: str, name: str, window_seconds: float) -> dict[str, str]:
@@ -44,6 +47,8 @@ def build_workload_queries(namespace: str, name: str, window_seconds: float) -> 
         ),
         "prompt": f"sum by (le) (increase({PROMPT_HISTOGRAM}_bucket{sel}[{rng}]))",
         "output": f"sum by (le) (increase({OUTPUT_HISTOGRAM}_bucket{sel}[{rng}]))",
+        "prompt_sum": f"sum(increase({PROMPT_HISTOGRAM}_sum{sel}[{rng}]))",
+        "output_sum": f"sum(increase({OUTPUT_HISTOGRAM}_sum{sel}[{rng}]))",
     }
 
 
@@ -73,4 +78,6 @@ def query_workload(
             f"{namespace}/{name} has no {PROMPT_HISTOGRAM} / {OUTPUT_HISTOGRAM} buckets in the"
             " window (is /metrics scraped with its histograms?)"
         )
-    return ObservedWorkload(rate, prompt, output, window)
+    sums = [parse_vector(answers[k]) for k in ("prompt_sum", "output_sum")]
+    prompt_sum, output_sum = (v[0].value if len(v) == 1 else None for v in sums)
+    return ObservedWorkload(rate, prompt, output, window, prompt_sum, output_sum)

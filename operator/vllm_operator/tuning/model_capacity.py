@@ -101,19 +101,10 @@ class ModelCapacity:
     at: datetime
 
 
-def _second_moment(dist: Empirical) -> float:
-    """E[x^2] of an Empirical, uniform inside each bucket as its `mean` and `sample` take it."""
-    second, low, prev = 0.0, 1.0, 0.0
-    for edge, cum in zip(dist.edges, dist.cumulative, strict=True):
-        second += (cum - prev) / dist.cumulative[-1] * (low * low + low * edge + edge * edge) / 3
-        low, prev = edge, cum
-    return second
-
-
 def length_bucket(dist: Empirical) -> LengthBucket:
     """The bucket of one observed length distribution."""
     mean = dist.mean
-    cv2 = max(0.0, _second_moment(dist) / (mean * mean) - 1)
+    cv2 = max(0.0, dist.second_moment / (mean * mean) - 1)
     sigma = min(SIGMA_MAX, round(math.sqrt(math.log1p(cv2)) / SIGMA_STEP) * SIGMA_STEP)
     step = round(math.log2(max(mean, 1.0)) * STEPS_PER_OCTAVE)
     populated = [

@@ -56,8 +56,12 @@ def test_every_query_of_a_snapshot() -> None:
         "lengths": (
             f"label_replace(sum by (le) (rate(vllm:request_prompt_tokens_bucket{S}[300s])),"
             ' "histogram", "prompt", "", "")'
+            f" or label_replace(sum(rate(vllm:request_prompt_tokens_sum{S}[300s])),"
+            ' "histogram", "prompt", "", "")'
             f" or label_replace(sum by (le) (rate(vllm:request_generation_tokens_bucket{S}"
             '[300s])), "histogram", "output", "", "")'
+            f" or label_replace(sum(rate(vllm:request_generation_tokens_sum{S}[300s])),"
+            ' "histogram", "output", "", "")'
         ),
     }
 

@@ -23,11 +23,14 @@ def test_workload_queries() -> None:
         f" + (sum(rate(vllm:admission_rejections_total{SEL}[3600s])) or vector(0))",
         "prompt": f"sum by (le) (increase(vllm:request_prompt_tokens_bucket{SEL}[3600s]))",
         "output": f"sum by (le) (increase(vllm:request_generation_tokens_bucket{SEL}[3600s]))",
+        "prompt_sum": f"sum(increase(vllm:request_prompt_tokens_sum{SEL}[3600s]))",
+        "output_sum": f"sum(increase(vllm:request_generation_tokens_sum{SEL}[3600s]))",
     }
 
 
 class Answers:
-    """A client that answers each query by its key, as PrometheusConnect.custom_query does."""
+    """A client that answers each query by its key, as PrometheusConnect.custom_query does; a
+    key not given answers an empty vector (no such series)."""
 
     url = "http://prom:9090"
 
@@ -36,7 +39,7 @@ class Answers:
         self.by_query = {queries[k]: v for k, v in by_key.items()}
 
     def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
-        answer = self.by_query[query]
+        answer = self.by_query.get(query, [])
         if isinstance(answer, Exception):
             raise answer
         return answer
@@ -54,6 +57,14 @@ def test_answers_become_rate_and_buckets() -> None:
     seen = query_workload(client, "llm", "chat", window=60, now=NOW)
     assert seen.rate == 2.5
     assert seen.prompt_buckets == ((10.0, 3.0), (100.0, 9.0), (float("inf"), 10.0))
+    assert (seen.prompt_sum, seen.output_sum) == (None, None)  # no _sum series: unknown
+
+
+def test_the_histograms_sums_give_their_exact_means() -> None:
+    sums = {"prompt_sum": vector(({}, "420")), "output_sum": vector(({}, "95"))}
+    client = Answers({"rate": vector(({}, "2.5")), "prompt": BUCKETS, "output": BUCKETS, **sums})
+    seen = query_workload(client, "llm", "chat", window=60, now=NOW)
+    assert (seen.prompt_sum, seen.output_sum) == (420.0, 95.0)
 
 
 @pytest.mark.parametrize(

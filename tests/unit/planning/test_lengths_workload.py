@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vllm_operator.planning.lengths import (
     Empirical,
@@ -65,6 +67,66 @@ def test_empirical_lengths_follow_the_histogram() -> None:
     assert all(1 <= d <= 10 or 100 <= d <= 1000 for d in draws)
     assert 0.45 < sum(d <= 10 for d in draws) / len(draws) < 0.55
     assert dist.mean == pytest.approx(0.5 * 5.5 + 0.5 * 550)
+
+
+def test_lengths_at_the_top_of_their_bucket_keep_their_exact_mean() -> None:
+    # fixed 200-token prompts all fall in (100, 200]: uniform inside it says 150
+    buckets = [(100, 0), (200, 40), (500, 40), (float("inf"), 40)]
+    assert empirical_from_buckets(buckets).mean == pytest.approx(150)
+    dist = empirical_from_buckets(buckets, total=40 * 200)
+    assert dist.exact_mean == 200 and dist.mean == pytest.approx(200)
+    assert dist.skew == 0
+    assert {dist.sample(random.Random(s)) for s in range(50)} == {200}
+    assert dist.second_moment == pytest.approx(200 * 200)
+
+
+def test_an_unusable_sum_leaves_the_mean_to_the_buckets() -> None:
+    buckets = [(10, 50), (100, 50), (1000, 100), (float("inf"), 100)]
+    for total in (None, 0.0, -5.0, float("nan"), float("inf")):
+        assert empirical_from_buckets(buckets, total) == Empirical((10, 100, 1000), (0.5, 0.5, 1.0))
+
+
+def test_without_an_exact_mean_the_draws_are_the_uniform_ones() -> None:
+    # the same seed gives the same lengths as before the exact mean existed
+    dist = Empirical((10, 100, 1000), (0.5, 0.5, 1.0))
+    rng, ref = random.Random(3), random.Random(3)
+    for _ in range(200):
+        u = ref.random()
+        i = 0 if u < 0.5 else 2
+        low, high = (1.0, 10.0) if i == 0 else (100.0, 1000.0)
+        assert dist.sample(rng) == max(1, round(ref.uniform(low, high)))
+
+
+_EDGES = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
+
+
+@st.composite
+def _histograms(draw: st.DrawFn) -> tuple[Empirical, float]:
+    shares = draw(st.lists(st.integers(0, 50), min_size=len(_EDGES), max_size=len(_EDGES)))
+    if not any(shares):
+        shares[-1] = 1
+    counts = [sum(shares[: i + 1]) for i in range(len(shares))]
+    base = empirical_from_buckets(list(zip(_EDGES, counts, strict=True)))
+    wanted = draw(st.floats(0.5, 3000.0))
+    return Empirical(base.edges, base.cumulative, wanted), wanted
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(_histograms())
+def test_the_mean_is_the_exact_one_within_what_the_buckets_allow(
+    case: tuple[Empirical, float],
+) -> None:
+    dist, wanted = case
+    buckets = dist._buckets()
+    lowest = sum(share * low for share, low, _ in buckets)
+    highest = sum(share * (low + width) for share, low, width in buckets)
+    assert dist.mean == pytest.approx(min(max(wanted, lowest), highest), rel=1e-5, abs=1e-2)
+    assert dist.second_moment >= dist.mean**2 * (1 - 1e-9)  # a variance is never negative
+    rng = random.Random(0)
+    draws = [dist.sample(rng) for _ in range(400)]
+    # every draw stays in a bucket the histogram holds: the histogram itself still holds
+    held = [(low, low + width) for share, low, width in buckets if share > 0]
+    assert all(any(lo - 0.5 <= d <= hi + 0.5 or d == 1 for lo, hi in held) for d in draws)
 
 
 def test_an_empty_histogram_is_refused() -> None:

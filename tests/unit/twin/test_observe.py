@@ -29,7 +29,13 @@ from vllm_twin.server import buckets
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 CFG = EngineConfig(max_model_len=4096)
-ZERO = {"success": 0.0, "preemptions": 0.0, "prompt_tokens": 0.0}
+ZERO = {
+    "success": 0.0,
+    "preemptions": 0.0,
+    "prompt_tokens": 0.0,
+    "sum:prompt": 0.0,
+    "sum:output": 0.0,
+}
 
 
 # ------------------------------------------------------------------------- PromQL functions
@@ -139,13 +145,14 @@ def test_snapshot_of_a_steady_fleet_matches_what_the_clients_saw() -> None:
     k = next(i for i, b in enumerate(bounds) if b >= truth)
     assert snap.ttft_p95 is not None and bounds[k - 1] <= snap.ttft_p95 <= bounds[k]
     assert snap.rejection_ratio == 0.0 and snap.kv_usage is not None
-    # the token histograms: a bucket's observations are spread evenly inside it, so the mean
-    # is that of the requests to within the 1-2-5 buckets' resolution
+    # the token histograms: their _sum gives the requests' exact mean (to the scrapes' window
+    # edges), not only the 1-2-5 buckets' resolution
     assert snap.prompt_lengths is not None and snap.output_lengths is not None
     prompts = sum(r.prompt_tokens for r in done) / len(done)
     outputs = sum(r.output_tokens for r in done) / len(done)
-    assert snap.prompt_lengths.mean == pytest.approx(prompts, rel=0.15)
-    assert snap.output_lengths.mean == pytest.approx(outputs, rel=0.15)
+    assert snap.prompt_lengths.exact_mean is not None
+    assert snap.prompt_lengths.mean == pytest.approx(prompts, rel=0.03)
+    assert snap.output_lengths.mean == pytest.approx(outputs, rel=0.03)
 
 
 def test_every_finished_request_is_observed_once_across_resizes() -> None:
