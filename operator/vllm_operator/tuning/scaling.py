@@ -9,10 +9,11 @@ the capacity), so a scale down never lands the service at the edge where a scale
 again; a deep move that fails a check falls back to the one step.
 
 Capacity: a scale-up for a missed SLO records the per-pod arrival rate at which the fleet missed
-it. That is what a pod serves, learned on this model, GPU, traffic mix and budgets, with every
-nonlinearity included (ITL grows with the batch, the batch with ITL). Arrivals near it (headroom x
-capacity) with latency no longer quiet scale up before the SLO is missed, which is the lead a pod
-that loads for minutes needs; a scale down must leave each pod under it.
+it, when the window saw one fleet size. That is what a pod serves, learned on this model, GPU,
+traffic mix and budgets, with every nonlinearity included (ITL grows with the batch, the batch
+with ITL). Arrivals near it (headroom x capacity) with latency no longer quiet scale up before
+the SLO is missed, which is the lead a pod that loads for minutes needs; a scale down must leave
+each pod under it.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
     per_pod = rate_per_pod(i)
     if not missed_slo or per_pod is None:
         return move
-    if i.state.capacity is not None and not _one_fleet_size(i, _since_last_scale(i)):
-        return move  # a mixed window reads low: keep what a clean one taught
+    if not _one_fleet_size(i, _since_last_scale(i)):
+        # A window that mixes fleet sizes reads low: its arrivals are divided by pods that
+        # served only its end. Learned anyway, that figure would size the fleet for an hour.
+        return move
     return replace(move, state=replace(move.state, capacity=Capacity(per_pod, i.now)))
 
 

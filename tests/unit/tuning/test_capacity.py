@@ -9,6 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.tuning.support import LONG_AGO, T0, brief, snap, spec, state
 from tests.unit.tuning.test_evaluate import ROLLBACK, judged
@@ -23,21 +25,45 @@ WITHIN = ("Hold", "WithinSLO", None, None, None)
 
 
 @pytest.mark.parametrize(
-    ("last_scale", "learned"),
+    ("last_scale", "known", "learned"),
     [
-        (None, 5.0),  # nothing known: learn what this window says
+        (None, KNOWN, Capacity(5.0, T0)),  # no change remembered: learn what this window says
+        (None, None, Capacity(5.0, T0)),
         # the window (120 s) and the pods a change started (420 s) are past: a clean reading
-        (T0 - timedelta(seconds=540), 5.0),
-        # a window that may mix two fleet sizes reads low: keep the clean one
-        (T0 - timedelta(seconds=539), 6.0),
+        (T0 - timedelta(seconds=540), KNOWN, Capacity(5.0, T0)),
+        (T0 - timedelta(seconds=540), None, Capacity(5.0, T0)),
+        # a window that may mix two fleet sizes reads low: keep the clean one ...
+        (T0 - timedelta(seconds=539), KNOWN, KNOWN),
+        # ... and with none known learn nothing: the arrivals of a window mostly served by the
+        # fleet before the change, divided by the pods after it, would size the fleet too big
+        (T0 - timedelta(seconds=539), None, None),
     ],
 )
-def test_a_missed_slo_teaches_capacity(last_scale: Any, learned: float) -> None:
-    before = state(capacity=KNOWN if last_scale is not None else None, last_scale_at=last_scale)
+def test_a_missed_slo_teaches_capacity(
+    last_scale: Any, known: Capacity | None, learned: Capacity | None
+) -> None:
+    before = state(capacity=known, last_scale_at=last_scale)
     decision = decide(spec(), snap(ttft_p95=0.6), before, T0)
     assert brief(decision)[:2] == ("ScaleReplicas", "ScaleUpLatency")
-    expected_at = T0 if learned == 5.0 else RECENT
-    assert decision.state.capacity == Capacity(learned, expected_at)
+    assert decision.state.capacity == learned
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(
+    since=st.floats(min_value=60.0, max_value=539.0),
+    rate=st.floats(min_value=1.0, max_value=40.0),
+    known=st.none() | st.floats(min_value=0.5, max_value=20.0),
+)
+def test_a_miss_in_a_mixed_window_never_teaches(
+    since: float, rate: float, known: float | None
+) -> None:
+    """Whatever the load and what was known, a miss read within window + pod_ready_allowance
+    of a replica change leaves the capacity as it was."""
+    before_capacity = None if known is None else Capacity(known, RECENT)
+    before = state(capacity=before_capacity, last_scale_at=T0 - timedelta(seconds=since))
+    decision = decide(spec(), snap(ttft_p95=0.6, request_rate=rate), before, T0)
+    assert decision.action.kind == "ScaleReplicas"
+    assert decision.state.capacity == before_capacity
 
 
 def test_without_a_usable_rate_nothing_is_learned() -> None:
