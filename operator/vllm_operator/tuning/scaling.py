@@ -9,7 +9,8 @@ the capacity), so a scale down never lands the service at the edge where a scale
 again; a deep move that fails a check falls back to the one step.
 
 Capacity: a scale-up for a missed SLO records the per-pod arrival rate at which the fleet missed
-it, when the window saw one fleet size. That is what a pod serves, learned on this model, GPU,
+it, when the window saw one fleet size (for a first capacity: when it began after the pods of
+the last change were Ready). That is what a pod serves, learned on this model, GPU,
 traffic mix and budgets, with every nonlinearity included (ITL grows with the batch, the batch
 with ITL). Arrivals near it (headroom x capacity) with latency no longer quiet scale up before
 the SLO is missed, which is the lead a pod that loads for minutes needs; a scale down must leave
@@ -23,7 +24,7 @@ from dataclasses import replace
 
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.capacity import trusted_capacity
-from vllm_operator.tuning.forecast import forecast, under_rate
+from vllm_operator.tuning.forecast import forecast, ready_horizon, under_rate
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import Action, Capacity, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, act
@@ -75,9 +76,12 @@ def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
     per_pod = rate_per_pod(i)
     if not missed_slo or per_pod is None:
         return move
-    if not _one_fleet_size(i, _since_last_scale(i)):
-        # A window that mixes fleet sizes reads low: its arrivals are divided by pods that
-        # served only its end. Learned anyway, that figure would size the fleet for an hour.
+    since = _since_last_scale(i)
+    if i.state.capacity is not None and not _one_fleet_size(i, since):
+        return move  # a window that may mix fleet sizes reads low: keep what a clean one taught
+    if i.state.capacity is None and not _after_pods_ready(i, since):
+        # Its arrivals, served mostly by the fleet before the change, divided by the pods after
+        # it, read low; learned anyway, that figure would size the fleet for an hour.
         return move
     return replace(move, state=replace(move.state, capacity=Capacity(per_pod, i.now)))
 
@@ -88,6 +92,15 @@ def scale_up_to(i: Inputs, target: int) -> Move | Blocked:
     if blocked is not None:
         return blocked
     return _move(i, min(top, max(target, i.replicas + 1)))
+
+
+def _after_pods_ready(i: Inputs, since_scale: float | None) -> bool:
+    """The snapshot window began after the pods of the last replica change were Ready (the pod
+    ready time, learned or default): the narrower test, for a first capacity, where a reading
+    that only may be mixed is still the best there is."""
+    if since_scale is None:
+        return True
+    return since_scale >= ready_horizon(i)[0] + i.snapshot.window_seconds
 
 
 def _one_fleet_size(i: Inputs, since_scale: float | None) -> bool:

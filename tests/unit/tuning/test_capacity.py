@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.unit.tuning.support import LONG_AGO, T0, brief, snap, spec, state
 from tests.unit.tuning.test_evaluate import ROLLBACK, judged
 from vllm_operator.tuning.decide import decide
-from vllm_operator.tuning.model import Capacity
+from vllm_operator.tuning.model import Capacity, ReadyTime
 from vllm_operator.tuning.settings import TuningSettings
 
 RECENT = T0 - timedelta(minutes=10)
@@ -31,12 +31,14 @@ WITHIN = ("Hold", "WithinSLO", None, None, None)
         (None, None, Capacity(5.0, T0)),
         # the window (120 s) and the pods a change started (420 s) are past: a clean reading
         (T0 - timedelta(seconds=540), KNOWN, Capacity(5.0, T0)),
-        (T0 - timedelta(seconds=540), None, Capacity(5.0, T0)),
         # a window that may mix two fleet sizes reads low: keep the clean one ...
         (T0 - timedelta(seconds=539), KNOWN, KNOWN),
-        # ... and with none known learn nothing: the arrivals of a window mostly served by the
-        # fleet before the change, divided by the pods after it, would size the fleet too big
-        (T0 - timedelta(seconds=539), None, None),
+        # ... but with none known, a window that began after the pods of the change were Ready
+        # (default ready time 300 s + window 120 s) is the best reading there is
+        (T0 - timedelta(seconds=420), None, Capacity(5.0, T0)),
+        # and one that began before holds the fleet before the change: its arrivals, divided
+        # by the pods after it, would size the fleet too big; nothing is learned
+        (T0 - timedelta(seconds=419), None, None),
     ],
 )
 def test_a_missed_slo_teaches_capacity(
@@ -48,22 +50,34 @@ def test_a_missed_slo_teaches_capacity(
     assert decision.state.capacity == learned
 
 
+def test_a_first_capacity_waits_for_the_learned_ready_time() -> None:
+    """The pods' own ready time, once learned, sets when a window holds only the new fleet."""
+    slow = ReadyTime(400.0, T0 - timedelta(minutes=1))
+    at = T0 - timedelta(seconds=500)  # past 300 + 120, not past 400 + 120
+    slow_pods = decide(spec(), snap(ttft_p95=0.6), state(ready_time=slow, last_scale_at=at), T0)
+    fast_pods = decide(spec(), snap(ttft_p95=0.6), state(last_scale_at=at), T0)
+    assert (slow_pods.state.capacity, fast_pods.state.capacity) == (None, Capacity(5.0, T0))
+
+
 @settings(derandomize=True, max_examples=60, deadline=None)
 @given(
-    since=st.floats(min_value=60.0, max_value=539.0),
+    since=st.floats(min_value=60.0, max_value=800.0),
     rate=st.floats(min_value=1.0, max_value=40.0),
     known=st.none() | st.floats(min_value=0.5, max_value=20.0),
 )
-def test_a_miss_in_a_mixed_window_never_teaches(
+def test_a_miss_learns_only_from_a_window_after_the_change(
     since: float, rate: float, known: float | None
 ) -> None:
-    """Whatever the load and what was known, a miss read within window + pod_ready_allowance
-    of a replica change leaves the capacity as it was."""
+    """Whatever the load and what was known, a miss read too soon after a replica change (for a
+    known capacity: window + pod_ready_allowance; for a first one: window + ready time) leaves
+    the capacity as it was; one read later learns the window's arrivals per pod."""
     before_capacity = None if known is None else Capacity(known, RECENT)
     before = state(capacity=before_capacity, last_scale_at=T0 - timedelta(seconds=since))
     decision = decide(spec(), snap(ttft_p95=0.6, request_rate=rate), before, T0)
     assert decision.action.kind == "ScaleReplicas"
-    assert decision.state.capacity == before_capacity
+    settle = 120.0 + (300.0 if known is None else 420.0)
+    expected = Capacity(rate / 2, T0) if since >= settle else before_capacity
+    assert decision.state.capacity == expected
 
 
 def test_without_a_usable_rate_nothing_is_learned() -> None:
