@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import threading
 from typing import Any
 
 from vllm_twin.loadgen.runner import LoadSpec, run_load
-from vllm_twin.loadgen.trace import bounded, poisson
+from vllm_twin.loadgen.trace import Arrival, bounded, poisson
+
+
+def even_ramp(start: float, end: float, duration: float, prompt: int, output: int) -> list[Arrival]:
+    """Evenly spaced arrivals whose rate rises linearly from `start` to `end` req/s: the k-th
+    comes when the ramp's integral reaches k. No Poisson bursts: at a few requests per window a
+    burst alone moves a window's p95, and a ramp test is about the trend."""
+    if start <= 0 or end <= 0 or duration <= 0:
+        raise ValueError("a ramp needs positive rates and duration")
+    slope = (end - start) / duration
+    total = int((start + end) / 2 * duration)
+
+    def at(k: int) -> float:
+        if slope == 0:
+            return k / start
+        return (math.sqrt(start * start + 2 * slope * k) - start) / slope
+
+    return [Arrival(at(k), prompt, output) for k in range(1, total + 1)]
 
 
 class BackgroundLoad:
-    """Poisson arrivals at `rate`/s for `duration` s; bounded in count and time by construction."""
+    """Poisson arrivals at `rate`/s for `duration` s, or with `ramp_to` an even ramp from `rate`
+    to `ramp_to` req/s (`even_ramp`); bounded in count and time by construction."""
 
     def __init__(
         self,
@@ -23,10 +42,16 @@ class BackgroundLoad:
         prompt: int,
         output: int,
         stream: bool = False,
+        ramp_to: float | None = None,
     ) -> None:
-        arrivals = bounded(
-            poisson(rate, [(prompt, output)], random.Random(7)), duration, int(rate * duration) + 1
-        )
+        if ramp_to is None:
+            arrivals = bounded(
+                poisson(rate, [(prompt, output)], random.Random(7)),
+                duration,
+                int(rate * duration) + 1,
+            )
+        else:
+            arrivals = even_ramp(rate, ramp_to, duration, prompt, output)
         self.spec = LoadSpec(targets=(url,), arrivals=tuple(arrivals), stream=stream, seed=7)
         self.outcomes: list[Any] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
