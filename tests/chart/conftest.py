@@ -61,9 +61,7 @@ def current_crds(cluster: Cluster) -> None:
     apply conflict. With the current CRD in place helm's apply agrees on every field; the
     forced apply also takes back fields an older helm install of another session may own."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/vllmservices.serving.vllmop.io", "--timeout=60s"
-    )
+    cluster.wait_established("vllmservices.serving.vllmop.io")
 
 
 @pytest.fixture(scope="module")

@@ -130,8 +130,7 @@ def test_install_run_upgrade_uninstall_cluster_scope(
     gpu = unique_gpu_type()
     install_chart(helm, release, namespace, *gpu_catalog_sets(gpu))
     # CRDs from crds/ are there and served
-    for crd in ("vllmservices.serving.vllmop.io", "clusterkopfpeerings.kopf.dev"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    cluster.wait_established("vllmservices.serving.vllmop.io", "clusterkopfpeerings.kopf.dev")
     dep = apps.read_namespaced_deployment(fullname, namespace)
     assert dep.status.ready_replicas == 1  # kwok plays the kubelet
     for kind, name in [

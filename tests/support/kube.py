@@ -19,7 +19,18 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from tests.support.wait import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+class KubectlError(subprocess.CalledProcessError):
+    """A failed kubectl, with what it printed on stderr in the message (the plain
+    CalledProcessError's shows only the command and the exit status)."""
+
+    def __str__(self) -> str:
+        said = " ".join((self.stderr or "").split())[:500]
+        return f"{super().__str__()} stderr: {said or '(empty)'}"
 
 
 @dataclass(frozen=True)
@@ -33,14 +44,30 @@ class Cluster:
     def kubectl(
         self, *args: str, check: bool = True, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            check=check,
-            input=input,
-            timeout=120,
+        cmd = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, input=input, timeout=120
         )
+        if check and done.returncode != 0:
+            raise KubectlError(done.returncode, cmd, done.stdout, done.stderr)
+        return done
+
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Each CRD (by name) has condition Established=True. Polled with `kubectl get`, not
+        `kubectl wait`, which exited 1 within a second now and then right after a server-side
+        apply of the CRD (twice in seven fresh clusters)."""
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        for crd in crds:
+            wait_until(
+                lambda crd=crd: (
+                    self.kubectl(
+                        "get", "crd", crd, "-o", f"jsonpath={jsonpath}", check=False
+                    ).stdout.strip()
+                    == "True"
+                ),
+                timeout=timeout,
+                what=f"CRD {crd} Established",
+            )
 
     def table(self, *args: str) -> list[dict[str, str]]:
         """`kubectl get ARGS` as the printed table: one {HEADER: cell} per row.

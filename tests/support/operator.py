@@ -100,9 +100,7 @@ def free_port() -> int:
 def install_crds(cluster: Cluster) -> None:
     # --force-conflicts: a chart install (helm applies its crds/ server-side) may co-own the CRD
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/vllmservices.serving.vllmop.io", "--timeout=60s"
-    )
+    cluster.wait_established("vllmservices.serving.vllmop.io")
 
 
 @pytest.fixture(scope="session")
@@ -120,10 +118,4 @@ def install_kopf_crds(cluster: Cluster) -> None:
     """The chart's kopf.dev peering CRDs (cluster-scoped, inert unless an operator peers)."""
     crds = ROOT / "charts" / "vllm-operator" / "crds" / "kopf.dev_peerings.yaml"
     cluster.kubectl("apply", "--server-side", "-f", str(crds))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/kopfpeerings.kopf.dev",
-        "crd/clusterkopfpeerings.kopf.dev",
-        "--timeout=60s",
-    )
+    cluster.wait_established("kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev")
