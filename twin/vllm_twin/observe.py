@@ -71,8 +71,16 @@ _POD_GAUGES: tuple[tuple[Figure, str], ...] = (
     ("pod_kv_usage", "kv_usage"),
 )
 REJECTED = tuple(f"rejected:{reason}" for reason in ADMISSION_REASONS)
-LENGTH_SUMS = tuple(f"sum:{which}" for which in LENGTH_HISTOGRAMS)  # the token histograms' _sum
-COUNTERS = ("success", "preemptions", "prompt_tokens", *REJECTED, *LENGTH_SUMS)
+
+
+def _sum_counter(which: str) -> str:
+    """The counter that holds a token histogram's `_sum`."""
+    return f"sum:{which}"
+
+
+COUNTERS = (
+    "success", "preemptions", "prompt_tokens", *REJECTED, *map(_sum_counter, LENGTH_HISTOGRAMS)
+)  # fmt: skip
 
 
 class PodHistograms:
@@ -210,9 +218,9 @@ class ScrapeStore:
             for which in LENGTH_HISTOGRAMS
             for le, value in _bucket_rates(ranged, which, start, now)
         ] + [  # the histograms' _sum, without `le`
-            Sample({LENGTHS_LABEL: which}, rates[f"sum:{which}"])
+            Sample({LENGTHS_LABEL: which}, rates[_sum_counter(which)])
             for which in LENGTH_HISTOGRAMS
-            if f"sum:{which}" in rates
+            if _sum_counter(which) in rates
         ]
         means = {
             gauge: {p: sum(getattr(s, gauge) for s in ss) / len(ss) for p, ss in ranged.items()}
@@ -322,16 +330,16 @@ def read_pod(replica: Replica, histograms: PodHistograms | None, now: float) -> 
     }
     for reason in ADMISSION_REASONS:
         counters[f"rejected:{reason}"] = float(stats.rejections.get(reason, 0))
-    sums = (histograms or PodHistograms()).sums
+    seen = histograms or PodHistograms()
     for which in LENGTH_HISTOGRAMS:
-        counters[f"sum:{which}"] = sums[which]
+        counters[_sum_counter(which)] = seen.sums[which]
     return PodSample(
         time=now,
         running=float(stats.num_running),
         waiting=float(stats.num_waiting),
         kv_usage=stats.kv_usage,
         counters=counters,
-        buckets=(histograms or PodHistograms()).cumulative(),
+        buckets=seen.cumulative(),
     )
 
 
