@@ -91,10 +91,14 @@ def test_a_retune_rollout_under_load_cuts_no_request(
     )
     url = start(cluster, harness, obj)
     (first,) = harness.ready_twins(namespace, "steady")
-    # answers of 2000 tokens take longer than the 5 s preStop sleep: some are still running on
-    # the old pod when SIGTERM comes, so the drain has work to finish
-    load = BackgroundLoad(url, rate=14, duration=150, prompt=200, output=2000, stream=True)
+    # Answers of 2000 tokens take about 15 s, three times the 5 s preStop sleep. The load runs
+    # until the old twin has drained, so the old pod is full (4 running, 2 queued) when it
+    # leaves the balancer, and its queued requests are still running at SIGTERM: the drain has
+    # work to finish however long the tuner took. (A fixed 150 s load could end before a late
+    # rollout and leave the old pod idle at SIGTERM.) 300 s only bounds a failed run.
+    load = BackgroundLoad(url, rate=14, duration=300, prompt=200, output=2000, stream=True)
     load.start()
+    log = Path(harness.log_path).parent / "twins" / f"{namespace}_{first}.log"
 
     def rolled() -> str | None:
         """The new pod's twin serves the raised flag and the old pod's twin is gone."""
@@ -112,18 +116,19 @@ def test_a_retune_rollout_under_load_cuts_no_request(
         dep = get(cluster, "deployment", namespace, "steady")
         assert dep["spec"]["strategy"] == SURGE, dep["spec"]["strategy"]
         wait_until(rolled, timeout=90, what="the rollout onto a twin with the raised flag")
+        wait_until(lambda: "shut down" in log.read_text(), timeout=90, what="the old twin to drain")
     finally:
-        load.join(timeout=240)
+        load.stop()
+        load.join(timeout=120)  # what was sent ends within the client's 60 s timeout
     assert not load.thread.is_alive(), "the load did not finish"
 
     outcomes = load.outcomes
-    assert len(outcomes) > 1500, len(outcomes)
+    assert len(outcomes) > 100, len(outcomes)
     cut = [o for o in outcomes if not o.ok and not (o.status == 503 and BUSY in (o.error or ""))]
     assert cut == [], f"{len(cut)} of {len(outcomes)} requests cut, first: {cut[:3]}"
     assert sum(o.ok for o in outcomes) > 5
 
     # the old twin held requests at SIGTERM and drained every one (twin log, docs/rollouts.md)
-    log = Path(harness.log_path).parent / "twins" / f"{namespace}_{first}.log"
     text = log.read_text()
     assert "shutdown: mode=drain timeout=60s" in text, text[-2000:]
     assert "shutdown: 0 in-flight requests aborted" in text, text[-2000:]

@@ -55,9 +55,14 @@ class BackgroundLoad:
         self.spec = LoadSpec(targets=(url,), arrivals=tuple(arrivals), stream=stream, seed=7)
         self.outcomes: list[Any] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self._stop = threading.Event()
 
     def _run(self) -> None:
-        self.outcomes = asyncio.run(run_load(self.spec))
+        self.outcomes = asyncio.run(run_load(self.spec, stopped=self._stop.is_set))
+
+    def stop(self) -> None:
+        """No new request from now on; those sent run to their end (join waits for them)."""
+        self._stop.set()
 
     def start(self) -> BackgroundLoad:
         self.thread.start()

@@ -134,6 +134,25 @@ def test_503_is_retried_only_with_a_policy_and_within_its_deadline(
     assert o.ttft is None
 
 
+def test_a_stopped_schedule_sends_nothing_more_and_finishes_what_it_sent() -> None:
+    seen: list[dict[str, Any]] = []
+    checks: list[int] = []
+    arrivals = tuple(Arrival(float(t), 4, 3) for t in range(4))
+
+    def stopped() -> bool:  # true from the third arrival on
+        checks.append(1)
+        return len(checks) > 2
+
+    async def main() -> list[Any]:
+        async with serve(streaming_handler(seen)) as url:
+            spec = LoadSpec(targets=(url,), arrivals=arrivals, stream=True, time_scale=1000.0)
+            return await run_load(spec, stopped=stopped)
+
+    outcomes = asyncio.run(main())
+    assert [o.status for o in outcomes] == [200, 200]
+    assert len(seen) == 2 and len(checks) == 3
+
+
 def test_connection_errors_are_reported_not_raised() -> None:
     async def main() -> list[Any]:
         async with serve(streaming_handler([])) as url:

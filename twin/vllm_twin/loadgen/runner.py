@@ -101,9 +101,13 @@ async def _one_request(
 
 
 async def run_load(
-    spec: LoadSpec, wall_clock: Callable[[], float] = time.monotonic
+    spec: LoadSpec,
+    wall_clock: Callable[[], float] = time.monotonic,
+    stopped: Callable[[], bool] | None = None,
 ) -> list[Outcome]:
-    """Send the whole schedule and return one outcome per scheduled request, in schedule order."""
+    """Send the schedule and return one outcome per sent request, in schedule order. With
+    `stopped`, the schedule ends at the first arrival due once it returns true (what was sent
+    still runs to its end): a test can hold load across an event it waits on, then let go."""
     wall0 = wall_clock()
 
     def clock() -> float:
@@ -119,6 +123,8 @@ async def run_load(
             wait = (a.offset - clock()) / spec.time_scale
             if wait > 0:
                 await asyncio.sleep(wait)  # the arrival schedule itself
+            if stopped is not None and stopped():
+                break
             tasks.append(asyncio.create_task(_one_request(a, spec, session, targets, clock, rng)))
         return list(await asyncio.gather(*tasks))
 
