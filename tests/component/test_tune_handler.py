@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from tests.component.handlers import (
@@ -83,6 +84,14 @@ def test_recommend_mode_never_writes_the_deployment() -> None:
     # autoscaling off: the only lever Recommend could pull is a budget, which it only advises
     kube, deps, body = served(TRAFFIC, autoscaling={"enabled": False})
     before, deployment_before = len(kube.applies), deployment(kube)
+    # at the replica cap a budget move waits for a window of the problem: the first pass says so
+    waiting = tune(body, deps=deps, logger=LOG)
+    assert waiting is not None and waiting.reason == Reason.RETUNE_AWAITS_WINDOW
+    # the 503s have lasted the window (an hour ago, as status.tuning records it)
+    since = (TRAFFIC.now - timedelta(hours=1)).isoformat()
+    body = service(kube)
+    body["status"]["tuning"]["problemSince"] = since
+    before = len(kube.applies)
     decision = tune(body, deps=deps, logger=LOG)
     assert decision is not None and decision.reason == Reason.RAISE_QUEUE_REJECTIONS
     assert not decision.applied

@@ -262,6 +262,13 @@ class TuningStatus(StatusModel):
     forecast: ForecastStatus | None = Field(
         default=None, description="Arrivals expected one pod ready time ahead, last pass."
     )
+    problem_since: datetime | None = Field(
+        default=None,
+        description=(
+            "Since when the figures show a problem (503s or latency over the SLO, "
+            "preemptions); with replicas capped a budget move waits until it fills a window."
+        ),
+    )
     window: list[WindowSample] = Field(
         default_factory=list,
         max_length=MAX_WINDOW_SAMPLES,

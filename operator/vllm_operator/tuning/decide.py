@@ -48,6 +48,7 @@ from vllm_operator.tuning.forecast import forecast, forecast_phrase, observe, po
 from vllm_operator.tuning.inputs import Inputs, autotune_mode
 from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
+from vllm_operator.tuning.problem_wait import stamp_problem
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import decide_retune
 from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
@@ -137,7 +138,7 @@ def _rules(i: Inputs) -> Decision:
     # usable figures from here on: what they say of capacity is learned before the rules read it
     learned = replace(unvoted, state=replace(i.state, capacity=raised_capacity(unvoted)))
     votes = i.state.scale_down_votes + 1 if low_load(learned) else 0
-    voted = replace(learned, state=replace(learned.state, scale_down_votes=votes))
+    voted = stamp_problem(replace(learned, state=replace(learned.state, scale_down_votes=votes)))
     judged = pending_rule(voted)
     if judged is not None:
         if judged.reason == Reason.RETUNE_SETTLING:

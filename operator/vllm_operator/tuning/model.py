@@ -263,6 +263,9 @@ class TuningState:
     canary: Canary | None = None
     ready_time: ReadyTime | None = None
     arrivals: tuple[RateSample, ...] = ()  # oldest first, within the forecast windows
+    # the first pass of the problem the figures show now (None: the last pass that read them
+    # showed none); a budget move at the replica cap waits for it to fill a window
+    problem_since: datetime | None = None
 
 
 @dataclass(frozen=True)

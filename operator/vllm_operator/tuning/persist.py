@@ -93,6 +93,7 @@ def state_from_status(
         arrivals=tuple(
             RateSample(w.time, w.figures[_RATE]) for w in status.window if _RATE in w.figures
         ),
+        problem_since=status.problem_since,
     )
     return normalize_state(state, spec, settings)
 
@@ -181,6 +182,7 @@ def status_from_state(
             else ReadyTimeStatus(seconds=r.seconds, learned_at=r.at)
         ),
         forecast=None if decision.forecast is None else _forecast_status(decision.forecast),
+        problem_since=state.problem_since,
         model_capacity=(
             None
             if (m := decision.model_capacity) is None

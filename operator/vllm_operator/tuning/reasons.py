@@ -189,6 +189,11 @@ class Reason(StrEnum):
     )
     BUDGET_UNSET = "BudgetUnset", "Hold", "blocker: the spec leaves the budget unset"
     BUDGET_AT_BOUND = "BudgetAtBound", "Hold", "blocker: the budget is at its bound"
+    RETUNE_AWAITS_WINDOW = (
+        "RetuneAwaitsWindow",
+        "Hold",
+        "blocker: replicas capped, the problem younger than a metrics window: a budget move waits",
+    )
     RETUNE_DOES_NOT_PAY = (
         "RetuneDoesNotPay",
         "Hold",

@@ -49,6 +49,7 @@ from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retu
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.observed_workload import ServiceLoad, observed_workload
 from vllm_operator.tuning.outcome import Blocked, Move, act
+from vllm_operator.tuning.problem_wait import has_problem, replicas_capped, window_wait
 from vllm_operator.tuning.reasons import Reason
 
 MOVABLE: tuple[BudgetKey, ...] = (
@@ -118,26 +119,6 @@ class Verdict:
 
     current: Predicted
     move: RetuneMove | None
-
-
-def has_problem(i: Inputs) -> bool:
-    """The figures show something a budget move might fix."""
-    return (
-        signals.rejections_over(i)
-        or signals.over(i, "ttft")
-        or signals.over(i, "itl")
-        or signals.preempting(i)
-    )
-
-
-def replicas_capped(i: Inputs) -> str | None:
-    """Why adding replicas is not possible now, None when it is."""
-    scaling = i.scaling
-    if scaling is None:
-        return "autoscaling is off"
-    if scaling.max_replicas is not None and i.replicas >= scaling.max_replicas:
-        return f"replicas at maxReplicas {scaling.max_replicas}"
-    return None
 
 
 def _round2(x: float) -> float:
@@ -237,6 +218,17 @@ def _target(i: Inputs) -> Target | None:
     return Target(t.ttft, t.itl, t.max_rejection_ratio, margin=0.0)
 
 
+def model_knows(i: Inputs) -> bool:
+    """The engine model can judge this service: an SLO to judge by, the GPU and model known."""
+    catalog = _catalog()
+    try:
+        catalog.gpu(i.spec.gpu.type)
+        catalog.model(i.spec.model)
+    except KeyError:
+        return False
+    return _target(i) is not None
+
+
 def _within(p: Predicted, t: Target) -> bool:
     itl_ok = t.itl is None or p.itl_p95 <= t.itl
     return p.rejected_share <= t.max_rejection and p.ttft_p95 <= t.ttft and itl_ok
@@ -330,6 +322,9 @@ def decide_retune(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if retune_blocker(i) is not None:
         return i, None  # the rules' budget remedies name the same blocker
+    waiting = window_wait(i) if model_knows(i) else None
+    if waiting is not None:  # the window still mixes in the load before the problem
+        return replace(i, budget_blocker=waiting), None
     verdict = compute_retune_move(i)
     if verdict is None:
         return i, None

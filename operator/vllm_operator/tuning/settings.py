@@ -45,6 +45,9 @@ class TuningSettings:
     max_budget_step: float = 2.0  # at most x2 up or /2 down per decision (the x2 budget rules)
     # a model-chosen move (retune_move.py) counts its predicted gain over this long
     retune_payback: timedelta = timedelta(seconds=1800)
+    # with the replica lever capped, a budget move for a problem waits until the problem has
+    # lasted max(this, the metrics window): the window then holds only the load with it
+    retune_problem_age: timedelta = timedelta(seconds=60)
     default_bound_factor: float = 4.0  # without spec bounds: [spec / 4, spec * 4]
     # Hysteresis: act above the SLO, aim at `headroom` x SLO, call `well_under` x SLO quiet.
     headroom: float = 0.8

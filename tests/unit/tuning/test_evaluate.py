@@ -66,6 +66,7 @@ def test_rollback_restores_counts_a_restart_and_holds_the_direction() -> None:
         retune_cooldown_until=T0 + timedelta(seconds=900),
         holds=(Hold("maxRequests", "up", T0 + timedelta(seconds=1800)),),
         arrivals=seen(),
+        problem_since=T0,  # the 503s the pass saw
     )
     assert decision.message == (
         "queue.maxRequests 32 -> 64 made rejection_ratio 5.0% -> 8.0%: "

@@ -101,6 +101,7 @@ def test_a_budget_move_records_restart_cooldown_and_pending() -> None:
         retune_cooldown_until=T0 + timedelta(seconds=900),
         pending=PendingRetune("maxRequests", 32, 64, T0, snapshot.figures()),
         arrivals=seen(),
+        problem_since=T0,
     )
 
 

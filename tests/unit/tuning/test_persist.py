@@ -37,6 +37,7 @@ FULL = TuningState(
     pending=PENDING,
     holds=(Hold("maxActiveSeqs", "down", T0 + timedelta(minutes=20)),),
     capacity=Capacity(4.25, T0 - timedelta(minutes=7)),
+    problem_since=T0 - timedelta(minutes=1),
 )
 WITHIN = Decision(Action("Hold"), "WithinSLO", "fine", {"ttft_p95": 0.3}, FULL)
 
@@ -81,6 +82,7 @@ def test_status_fields() -> None:
             TuningHold(field="maxActiveSeqs", direction="down", until=T0 + timedelta(minutes=20))
         ],
         capacity=CapacityStatus(per_pod=4.25, learned_at=T0 - timedelta(minutes=7)),
+        problem_since=T0 - timedelta(minutes=1),
     )
 
 

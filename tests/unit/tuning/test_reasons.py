@@ -25,7 +25,7 @@ WIRE = (
     "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "AtMinReplicas",
     "ScaleUpCooldown", "ScaleDownVoting", "ScaleDownStabilizing", "RetuneCooldown",
     "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound",
-    "RetuneDoesNotPay", "KVCacheFull",
+    "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull",
 )  # fmt: skip
 
 

@@ -57,7 +57,14 @@ def test_a_recommendation_changes_no_state() -> None:
     # nothing is remembered: no override, restart, cooldown or pending judgement.
     assert (brief(decision)[3:], decision.state) == (
         (32, 64),
-        replace(before, overrides={}, desired_replicas=None, scale_down_votes=0, arrivals=seen()),
+        replace(
+            before,
+            overrides={},
+            desired_replicas=None,
+            scale_down_votes=0,
+            arrivals=seen(),
+            problem_since=T0,  # what the pass saw, not what it did
+        ),
     )
 
 

@@ -50,6 +50,8 @@ OVERLOADED: dict[str, Any] = {
     "prompt_tokens_per_request": 1000.0,
 }
 SETTINGS = TuningSettings()
+# the 503s or latency misses have lasted the snapshot's whole window (120 s): nothing waits
+LASTED = T0 - timedelta(seconds=120)
 
 
 def inputs(spec_patch: dict[str, Any], changes: dict[str, Any], st_: TuningState) -> Inputs:
@@ -57,7 +59,7 @@ def inputs(spec_patch: dict[str, Any], changes: dict[str, Any], st_: TuningState
 
 
 def test_a_capped_service_gets_one_move_that_pays_with_its_predicted_effect() -> None:
-    d = decide(spec(**L4_256), snap(**OVERLOADED), state(), T0)
+    d = decide(spec(**L4_256), snap(**OVERLOADED), state(problem_since=LASTED), T0)
     assert d.reason == Reason.RETUNE_BY_MODEL
     assert d.action.kind == "SetBudget" and d.applied
     key, before, after = d.action.field, d.action.from_value, d.action.to_value
@@ -71,10 +73,9 @@ def test_a_capped_service_gets_one_move_that_pays_with_its_predicted_effect() ->
 
 
 def test_recommend_shows_the_same_move_without_making_it() -> None:
-    auto = decide(spec(**L4_256), snap(**OVERLOADED), state(), T0)
-    advised = decide(
-        spec(**L4_256, autotune={"mode": "Recommend"}), snap(**OVERLOADED), state(), T0
-    )
+    lasted = state(problem_since=LASTED)
+    auto = decide(spec(**L4_256), snap(**OVERLOADED), lasted, T0)
+    advised = decide(spec(**L4_256, autotune={"mode": "Recommend"}), snap(**OVERLOADED), lasted, T0)
     assert advised.reason == Reason.RETUNE_BY_MODEL and not advised.applied
     assert advised.action == auto.action
     assert advised.message == auto.message

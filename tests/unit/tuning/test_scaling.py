@@ -40,7 +40,11 @@ def test_scale_up_decision_in_full() -> None:
         figures=snapshot.figures(),
         # 10 req/s over 2 pods missed the SLO: a pod serves less than 5 req/s
         state=state(
-            desired_replicas=3, last_scale_at=T0, capacity=Capacity(5.0, T0), arrivals=seen()
+            desired_replicas=3,
+            last_scale_at=T0,
+            capacity=Capacity(5.0, T0),
+            arrivals=seen(),
+            problem_since=T0,
         ),
         # one pass: no trend yet, so the forecast is the present, over the default ready time
         forecast=Forecast(10.0, 10.0, 0.0, 300.0, "default", 1),

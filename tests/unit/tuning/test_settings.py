@@ -43,6 +43,7 @@ def test_time_scaled_compresses_durations_only() -> None:
         rollback_evaluation_delay=timedelta(seconds=18),
         hold_after_rollback=timedelta(seconds=180),
         retune_payback=timedelta(seconds=180),
+        retune_problem_age=timedelta(seconds=6),
         canary_deadline=timedelta(seconds=120),
         restart_window=timedelta(seconds=360),
         staleness_limit=timedelta(seconds=18),
