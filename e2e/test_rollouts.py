@@ -81,22 +81,26 @@ def test_a_retune_rollout_under_load_cuts_no_request(
     obj = vllmservice(
         namespace,
         "steady",
-        budgets={"queue": {"maxRequests": 2}, "running": {"maxSeqs": 4}},
+        budgets={"queue": {"maxRequests": 4}, "running": {"maxSeqs": 8}},
         slo={"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
         autotune={
             "mode": "Auto",
-            "bounds": {"maxRequests": {"min": 2, "max": 4}},
+            "bounds": {"maxRequests": {"min": 4, "max": 8}},
             "maxRestartsPerHour": 1,
         },
     )
     url = start(cluster, harness, obj)
     (first,) = harness.ready_twins(namespace, "steady")
-    # Answers of 2000 tokens take about 15 s, three times the 5 s preStop sleep. The load runs
-    # until the old twin has drained, so the old pod is full (4 running, 2 queued) when it
-    # leaves the balancer, and its queued requests are still running at SIGTERM: the drain has
-    # work to finish however long the tuner took. (A fixed 150 s load could end before a late
-    # rollout and leave the old pod idle at SIGTERM.) 300 s only bounds a failed run.
-    load = BackgroundLoad(url, rate=14, duration=300, prompt=200, output=2000, stream=True)
+    # The valve caps running and waiting together, so the old pod holds 4 requests, all
+    # running. Answers of 2500 to 5500 tokens take 19 to 45 s (within the client's and the
+    # drain's 60 s), their ends spread, and the load runs until the old twin has drained: the
+    # old pod is full when it leaves the balancer, and all 4 would have to end in the 5 s
+    # preStop sleep for SIGTERM to find none. With one fixed length the slots start and end
+    # together, and a third of the rollouts found the pod empty (the fresh-clone CI at
+    # c5c2ad1 failed on it). 300 s only bounds a failed run.
+    load = BackgroundLoad(
+        url, rate=14, duration=300, prompt=200, output=(2500, 3500, 4500, 5500), stream=True
+    )
     load.start()
     log = Path(harness.log_path).parent / "twins" / f"{namespace}_{first}.log"
 
@@ -104,13 +108,13 @@ def test_a_retune_rollout_under_load_cuts_no_request(
         """The new pod's twin serves the raised flag and the old pod's twin is gone."""
         twins = harness.service(namespace, "steady").get("twins", {})
         ready = harness.ready_twins(namespace, "steady")
-        new = [p for p, t in ready.items() if flag(t["args"], "--max-num-queued-reqs") == "4"]
+        new = [p for p, t in ready.items() if flag(t["args"], "--max-num-queued-reqs") == "8"]
         return new[0] if new and first not in twins else None
 
     try:
         wait_until(
             lambda: flag(args_of(get(cluster, "deployment", namespace, "steady")),
-                         "--max-num-queued-reqs") == "4",
+                         "--max-num-queued-reqs") == "8",
             timeout=100, what="the tuner to raise maxRequests",
         )  # fmt: skip
         dep = get(cluster, "deployment", namespace, "steady")

@@ -108,3 +108,15 @@ def test_the_least_loaded_backend_wins_and_ties_are_taken_in_turn() -> None:
     assert sorted(picks) == ["a", "a", "b", "b", "c", "c"], picks
     lb.outstanding.update({"a": 0, "b": 3, "c": 0})
     assert sorted(lb._pick() for _ in range(4)) == ["a", "a", "c", "c"]
+
+
+def test_a_pod_moving_to_terminating_keeps_its_count_of_requests_in_flight() -> None:
+    lb = Balancer("team-a/chat")
+    lb.set_backends({"old": "http://127.0.0.1:1"})
+    lb.outstanding["old"] = 2  # two requests on their way, as _handle counts them
+    lb.set_backends({})  # the harness drops the pod from the ready ones first
+    lb.set_backends({"new": "http://127.0.0.1:2"}, terminating={"old": "http://127.0.0.1:1"})
+    assert lb.outstanding == {"old": 2, "new": 0}
+    lb.outstanding["old"] = 0  # both answered
+    lb.set_backends({"new": "http://127.0.0.1:2"})
+    assert lb.outstanding == {"new": 0}

@@ -40,18 +40,22 @@ class BackgroundLoad:
         rate: float,
         duration: float,
         prompt: int,
-        output: int,
+        output: int | tuple[int, ...],
         stream: bool = False,
         ramp_to: float | None = None,
     ) -> None:
+        """`output`: the answers' length, or lengths the Poisson arrivals take in turn."""
+        outputs = output if isinstance(output, tuple) else (output,)
         if ramp_to is None:
             arrivals = bounded(
-                poisson(rate, [(prompt, output)], random.Random(7)),
+                poisson(rate, [(prompt, o) for o in outputs], random.Random(7)),
                 duration,
                 int(rate * duration) + 1,
             )
+        elif len(outputs) == 1:
+            arrivals = even_ramp(rate, ramp_to, duration, prompt, outputs[0])
         else:
-            arrivals = even_ramp(rate, ramp_to, duration, prompt, output)
+            raise ValueError(f"a ramp takes one output length, got {len(outputs)}")
         self.spec = LoadSpec(targets=(url,), arrivals=tuple(arrivals), stream=stream, seed=7)
         self.outcomes: list[Any] = []
         self.thread = threading.Thread(target=self._run, daemon=True)

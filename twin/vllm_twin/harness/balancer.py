@@ -31,7 +31,11 @@ class Balancer:
         self.backends = dict(backends)
         self.terminating = dict(terminating or {})
         every = {**self.terminating, **self.backends}
-        self.outstanding = {p: self.outstanding.get(p, 0) for p in every}
+        # a pod's count lives while it holds requests: one that leaves the backends before it
+        # joins the terminating ones (the harness does it in two steps) keeps its count
+        self.outstanding = {p: n for p, n in self.outstanding.items() if n > 0 or p in every} | {
+            p: 0 for p in every if p not in self.outstanding
+        }
 
     def _pick(self) -> str | None:
         pool = self.backends or self.terminating
@@ -96,5 +100,8 @@ class Balancer:
                 {"error": {"message": f"backend {pod} failed: {exc}", "code": 502}}, status=502
             )
         finally:
-            if pod in self.outstanding:
-                self.outstanding[pod] -= 1
+            left = self.outstanding.get(pod, 1) - 1
+            if left > 0 or pod in self.backends or pod in self.terminating:
+                self.outstanding[pod] = left
+            else:  # a pod that is gone is forgotten with its last request
+                self.outstanding.pop(pod, None)
