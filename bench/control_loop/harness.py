@@ -1,8 +1,10 @@
 """One policy on one scenario: the twin fleet in virtual time with a real cluster's delays.
 
 Modelled delays: a new replica takes traffic 240 s +- 30 s (uniform, seeded) after it is asked
-for (model load); a flag change replaces every pod the same way, one at a time (the operator's
-Deployment: maxUnavailable 1, maxSurge 0); Prometheus scrapes every pod every 15 s; controllers
+for (model load); a flag change replaces every pod the same way, one at a time, with the
+strategy the operator gives the rollout (render/rollout.py): where a GPU of the type is free, a
+surge pod loads before an old pod stops (maxSurge 1, maxUnavailable 0), else one pod at a time
+goes first (maxSurge 0, maxUnavailable 1); Prometheus scrapes every pod every 15 s; controllers
 act on their own period (policies.py). A node loss (scenarios.py) takes half the pods away at
 once and the Deployment asks for their replacements, which load like any new pod. GPU time
 runs from the moment a pod is asked for (its GPU is held while the model loads) until it has
@@ -22,6 +24,7 @@ from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.api.status import BudgetValues
 from vllm_operator.render.args import apply_overrides, build_args
+from vllm_operator.render.rollout import compute_rollout_strategy
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine import EngineConfig
 from vllm_operator.sim.fleet import Fleet
@@ -49,10 +52,19 @@ def engine_config(
 class Controls:
     """What a policy may do to the fleet, with the delays, and the books of what it did."""
 
-    def __init__(self, fleet: Fleet, rng: random.Random, max_replicas: int = MAX_REPLICAS) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        rng: random.Random,
+        max_replicas: int = MAX_REPLICAS,
+        gpus: int = MAX_REPLICAS,
+    ) -> None:
+        if max_replicas > gpus:
+            raise ValueError(f"max_replicas ({max_replicas}) must be <= gpus ({gpus})")
         self.fleet = fleet
         self.rng = rng
-        self.max_replicas = max_replicas  # the GPUs of the type: no more pods fit
+        self.max_replicas = max_replicas  # the spec's maxReplicas: no policy asks for more
+        self.gpus = gpus  # the cluster's GPUs of the type: a surge pod needs a free one
         self.scaling_actions = 0
         self.restarts = 0
         self.created: dict[int, float] = {r.id: 0.0 for r in fleet.live}  # pre-warmed at t=0
@@ -101,8 +113,21 @@ class Controls:
         )
 
     def restart(self, cfg: EngineConfig, now: float) -> None:
+        """The re-render's rollout, with the strategy the operator would give it. A surge pod
+        over `max_replicas - 1` pods may briefly hold a GPU a scale-up then also wants (a
+        simplification: there it would wait Pending)."""
+        spare = self.replicas < self.gpus
+        if not spare and self.replicas <= 1:
+            raise ValueError("a single replica with no free GPU: its rollout stalls (not modelled)")
+        roll = compute_rollout_strategy(self.replicas, spare).strategy["rollingUpdate"]
         self._restart_delay = self.rng.uniform(*READY_DELAY)
-        self.fleet.restart_all(cfg, now, self._restart_delay, max_unavailable=1)
+        self.fleet.restart_all(
+            cfg,
+            now,
+            self._restart_delay,
+            max_unavailable=roll["maxUnavailable"] or None,
+            max_surge=roll["maxSurge"],
+        )
         self.note_replacements()
 
     def note_replacements(self) -> None:
@@ -181,7 +206,7 @@ def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
     fleet = ObservedFleet(cfg, gpu, model, replicas, balancer=BALANCER)
     # the same delays, in the same order, for every policy of a scenario
     rng = random.Random(f"delays:{scenario.name}:{scenario.seed}")
-    controls = Controls(fleet, rng, scenario.profile.max_replicas)
+    controls = Controls(fleet, rng, scenario.profile.max_replicas, scenario.profile.gpus)
     ctx = Context(scenario, fleet, ScrapeStore(), controls)
 
     def on_tick(now: float, _fleet: Fleet) -> None:

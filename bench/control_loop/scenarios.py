@@ -33,9 +33,11 @@ class Profile:
     max_batched_tokens: int  # vLLM's default for the GPU, written out
     max_model_len: int = 16384  # the traces' longest prompt is 14050 tokens
     max_active_seqs: int | None = None  # unset: vLLM runs maxSeqs
-    # maxReplicas, and the GPUs of the type the cluster has for the service: no policy (nor the
-    # oracle) gets more pods than this (harness.Controls)
+    # maxReplicas: no policy (nor the oracle) gets more pods than this (harness.Controls)
     max_replicas: int = MAX_REPLICAS
+    # the GPUs of the type the cluster has for the service: above max_replicas, a rollout can
+    # surge (harness.Controls.restart)
+    gpus: int = MAX_REPLICAS
 
     def budgets(self) -> str:
         active = "" if self.max_active_seqs is None else f", maxActiveSeqs {self.max_active_seqs}"
@@ -106,7 +108,8 @@ L4_TIGHT = replace(L4, name="l4-3b-valve8", max_requests=8)
 # (its valve twice that, the profiles' convention), so a pod runs every request it admits.
 H100_BLOG = replace(H100, name="h100-8b-blog", max_requests=32, max_seqs=16, max_active_seqs=8)
 L4_SEQS256 = replace(L4, name="l4-3b-seqs256", max_seqs=256, max_requests=512)
-# maxReplicas 2 where the diurnal peak needs 3: the replica lever is capped
+# maxReplicas 2 where the diurnal peak needs 3: the replica lever is capped (the cluster still
+# has its 8 L4s, so a rollout surges)
 L4_CAP = replace(L4, name="l4-3b-cap2", max_replicas=2)
 PROFILES = {p.name: p for p in (H100, L4, L4_TIGHT, H100_BLOG, L4_SEQS256, L4_CAP)}
 

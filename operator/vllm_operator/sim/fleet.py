@@ -5,13 +5,15 @@ Replica lifecycle: starting -> ready -> draining -> stopped.
   (model load and startup); removed replicas are taken from the not-yet-ready ones first (the
   newest first), then the newest ready ones, like a ReplicaSet scale-down. A removed ready
   replica stops taking traffic at once and finishes what it holds (graceful drain).
-- `restart_all(new_cfg, now, ready_delay, max_unavailable)`: vLLM cannot change flags at run
-  time, so every replica is replaced: the old one stops taking traffic and drains (it finishes
-  its in-flight requests; none is aborted), and a replacement with `new_cfg` is ready
-  `ready_delay` later. With `max_unavailable=k` replicas go k at a time, each wave starting when
-  the previous wave's replacements are ready; without it all go at once (an outage of
-  `ready_delay` unless other replicas are still ready). A draining replica's GPU is assumed free
-  for its replacement at once (no wait for termination).
+- `restart_all(new_cfg, now, ready_delay, max_unavailable, max_surge)`: vLLM cannot change
+  flags at run time, so every replica is replaced: the old one stops taking traffic and drains
+  (it finishes its in-flight requests; none is aborted), and a replacement with `new_cfg` is
+  ready `ready_delay` later. With `max_unavailable=k` replicas go k at a time, each wave
+  starting when the previous wave's replacements are ready; without it all go at once (an
+  outage of `ready_delay` unless other replicas are still ready). A draining replica's GPU is
+  assumed free for its replacement at once (no wait for termination). With `max_surge=1` (the
+  operator's rollout where a GPU is free, render/rollout.py) one extra pod loads first and an
+  old replica stops only when it is ready, one after another: the desired size never drops.
 The config is validated when the call is made (vLLM's startup errors are raised as ValueError).
 """
 
@@ -45,6 +47,7 @@ class Replica:
     outstanding: int = 0  # sequences accepted and not finished
     stopped_at: float | None = None
     served: int = field(default=0)  # requests accepted
+    surge: bool = False  # a rollout's extra pod: not in the desired size until it replaces one
 
 
 class Fleet:
@@ -71,6 +74,7 @@ class Fleet:
         self.retired: list[Replica] = []
         self._next_id = 0
         self._waves: list[tuple[float, int, tuple[int, ...], EngineConfig, float]] = []
+        self._surge: tuple[EngineConfig, float] | None = None  # a surge rollout's flags, delay
         self._buffer: list[tuple[int, RequestEvent]] = []  # events met while resizing
         for _ in range(replicas):
             self._add(cfg, ready_at=0.0).state = "ready"
@@ -110,8 +114,8 @@ class Fleet:
 
     @property
     def active(self) -> list[Replica]:
-        """Replicas counted towards the desired size: starting or ready."""
-        return [r for r in self.live if r.state in ("starting", "ready")]
+        """Replicas counted towards the desired size: starting or ready (a surge pod is not)."""
+        return [r for r in self.live if r.state in ("starting", "ready") and not r.surge]
 
     @property
     def ready(self) -> list[Replica]:
@@ -135,15 +139,28 @@ class Fleet:
         now: float,
         ready_delay: float,
         max_unavailable: int | None = None,
+        max_surge: int = 0,
     ) -> None:
         resolve_config(new_cfg, self.gpu, self.model, self.coeffs)  # vLLM's startup errors
         if max_unavailable is not None and max_unavailable < 1:
             raise ValueError(f"max_unavailable must be >= 1, got {max_unavailable}")
+        if max_surge not in (0, 1) or (max_surge and max_unavailable is not None):
+            raise ValueError(
+                f"max_surge must be 0, or 1 without max_unavailable, got {max_surge} "
+                f"(max_unavailable {max_unavailable})"
+            )
         self._buffer += self.advance_to(now)
         self.config = new_cfg
+        # a newer restart supersedes the waves, or the surge pod, of an older one
+        self._waves, self._surge = [], None
+        for pod in [r for r in self.live if r.surge]:
+            self._stop(pod, now)
+        if max_surge:
+            self._surge = (new_cfg, ready_delay)
+            self._surge_next(now)
+            return
         ids = [r.id for r in self.active]
         step = max_unavailable or max(len(ids), 1)
-        self._waves = []  # a newer restart supersedes the waves of an older one
         for k, first in enumerate(range(0, len(ids), step)):
             wave = (
                 now + k * ready_delay,
@@ -161,6 +178,28 @@ class Fleet:
             for replica in [r for r in self.active if r.id in ids and r.config != cfg]:
                 self._stop(replica, at)
                 self._add(cfg, at + delay)
+
+    def _surge_next(self, now: float) -> None:
+        """Start the next surge pod while a replica still runs the old flags."""
+        if self._surge is None or any(r.surge for r in self.live):
+            return
+        cfg, delay = self._surge
+        if not any(r.config != cfg for r in self.active):
+            self._surge = None
+            return
+        self._add(cfg, now + delay).surge = True
+
+    def _promote(self, pod: Replica, now: float) -> None:
+        """A ready surge pod replaces one replica on the old flags (the not-yet-ready first, then
+        the newest, as a scale-down picks); with none left (a scale-down took them) the
+        Deployment has its size already and the extra pod goes."""
+        pod.surge = False
+        old = sorted(
+            (r for r in self.active if r.config != pod.config),
+            key=lambda r: (r.state == "ready", -r.id),
+        )
+        self._stop(old[0] if old else pod, now)
+        self._surge_next(now)
 
     # ----------------------------------------------------------------- time
     def next_action_time(self) -> float | None:
@@ -190,9 +229,12 @@ class Fleet:
     def _advance_engines(self, now: float) -> list[tuple[int, RequestEvent]]:
         out: list[tuple[int, RequestEvent]] = []
         draining = False
+        promoted: list[Replica] = []
         for replica in self.live:
             if replica.state == "starting" and replica.ready_at <= now:
                 replica.state = "ready"
+                if replica.surge:
+                    promoted.append(replica)
             engine = replica.engine
             due = engine.next_event_time()
             if due is not None and due <= now:
@@ -201,6 +243,9 @@ class Fleet:
                         replica.outstanding -= 1
                     out.append((replica.id, event))
             draining = draining or replica.state == "draining"
+        for replica in promoted:
+            self._promote(replica, now)
+            draining = True
         if draining:
             for replica in [r for r in self.live if r.state == "draining"]:
                 self._retire_if_drained(replica, now)

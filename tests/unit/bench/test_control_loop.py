@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -120,10 +121,29 @@ def test_the_wva_saturation_analyzer_follows_its_documented_triggers() -> None:
 def test_a_gpu_cap_stops_every_policy_at_max_replicas() -> None:
     fleet = Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 1)
     controls = Controls(fleet, random.Random(1), max_replicas=2)
-    controls.scale_to(5, 0.0)  # no GPU of the type for a third pod
+    controls.scale_to(5, 0.0)  # maxReplicas 2
     assert controls.replicas == 2 and controls.scaling_actions == 1
     controls.scale_to(3, 10.0)
     assert controls.replicas == 2 and controls.scaling_actions == 1
+
+
+def _restarted(replicas: int, gpus: int) -> tuple[int, int]:
+    """(pods ready, pods loading) just after a flag change on `replicas` ready pods."""
+    cfg = EngineConfig(max_model_len=4096)
+    fleet = Fleet(cfg, H100, LLAMA8, replicas)
+    controls = Controls(fleet, random.Random(1), max_replicas=min(gpus, 8), gpus=gpus)
+    controls.restart(dataclasses.replace(cfg, max_num_seqs=8), 0.0)
+    return len(fleet.ready), sum(1 for r in fleet.live if r.state == "starting")
+
+
+def test_a_rollout_surges_where_a_gpu_is_free_as_the_operator_renders_it() -> None:
+    assert _restarted(replicas=2, gpus=8) == (2, 1)  # a surge pod: no pod leaves yet
+    assert _restarted(replicas=1, gpus=2) == (1, 1)  # a single replica keeps serving
+    assert _restarted(replicas=2, gpus=2) == (1, 1)  # no GPU free: one pod at a time goes
+    with pytest.raises(ValueError, match="single replica with no free GPU"):
+        _restarted(replicas=1, gpus=1)
+    with pytest.raises(ValueError, match=r"max_replicas \(3\) must be <= gpus \(2\)"):
+        Controls(Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 1), random.Random(1), 3, 2)
 
 
 def test_the_issue_15_scenarios_set_the_budgets_they_name() -> None:

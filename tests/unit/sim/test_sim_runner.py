@@ -126,6 +126,51 @@ def test_rolling_restart_keeps_a_replica_ready() -> None:
     assert sorted(r.id for r in fleet.live) == [2, 3]
 
 
+def test_a_surge_rollout_replaces_each_pod_only_once_its_successor_is_ready() -> None:
+    new = dataclasses.replace(CFG, max_num_seqs=8)
+
+    def restart(now: float, fleet: Fleet) -> None:
+        if now == 2.0:
+            fleet.restart_all(new, now, 3.0, max_surge=1)
+            assert len(fleet.active) == 2  # the surge pod is not in the desired size
+
+    fleet = _fleet(2)
+    result = run(_at([0.25 * i for i in range(48)]), fleet, 12.0, on_tick=restart)
+    assert result.figures.rejected == 0
+    assert [s.ready for s in result.samples] == [2] * 12  # never one fewer
+    assert [s.starting for s in result.samples] == [0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
+    assert sorted(r.id for r in fleet.live) == [2, 3]
+    assert [r.config.max_num_seqs for r in fleet.live] == [8, 8]
+    # each old pod stopped taking traffic when its successor came up, then drained
+    assert [r.id for r in fleet.retired] == [1, 0]
+    assert [r.ready_at for r in fleet.live] == [5.0, 8.0]
+    assert all(r.stopped_at is not None and r.stopped_at >= 5.0 for r in fleet.retired)
+
+
+def test_a_newer_surge_rollout_drops_the_older_ones_surge_pod() -> None:
+    fleet = _fleet(1)
+    fleet.restart_all(dataclasses.replace(CFG, max_num_seqs=8), 0.0, 3.0, max_surge=1)
+    fleet.restart_all(dataclasses.replace(CFG, max_num_seqs=16), 1.0, 3.0, max_surge=1)
+    (first_surge,) = fleet.retired
+    assert first_surge.id == 1 and first_surge.stopped_at == 1.0
+    fleet.advance_to(4.0)
+    assert [(r.id, r.config.max_num_seqs) for r in fleet.live] == [(2, 16)]
+
+
+def test_a_surge_pod_with_no_old_pod_left_to_replace_goes() -> None:
+    fleet = _fleet(2)
+    fleet.restart_all(dataclasses.replace(CFG, max_num_seqs=8), 0.0, 3.0, max_surge=1)
+    fleet.set_replicas(0, 1.0)  # a scale-down took both old pods
+    fleet.advance_to(3.0)
+    assert fleet.live == [] and len(fleet.retired) == 3
+
+
+@pytest.mark.parametrize(("surge", "unavailable"), [(2, None), (1, 1), (-1, None)])
+def test_a_surge_other_than_one_alone_is_refused(surge: int, unavailable: int | None) -> None:
+    with pytest.raises(ValueError, match="max_surge must be 0, or 1 without max_unavailable"):
+        _fleet(1).restart_all(CFG, 0.0, 1.0, max_unavailable=unavailable, max_surge=surge)
+
+
 def test_restart_with_flags_vllm_refuses_raises_its_message() -> None:
     bad = dataclasses.replace(CFG, max_num_seqs=4, max_num_active_seqs=8)
     with pytest.raises(ValueError, match=r"max_num_active_seqs \(8\) cannot be greater than"):
