@@ -34,7 +34,7 @@ from datetime import timedelta
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine import EngineConfig
-from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.decide import decide_seeing_spare_gpu
 from vllm_operator.tuning.model import CapacityEstimate, TuningState
 from vllm_operator.tuning.model_capacity import CapacityCache, capacity_estimates, model_capacity
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan
@@ -259,7 +259,11 @@ class Ours:
                 catalog=CATALOG, cache=CAPACITY_CACHE,
             )  # fmt: skip
             capacities = capacity_estimates(found)
-        decision = decide(self.spec, snapshot, self.state, at, self.settings, capacities)
+        # the operator's look for a free GPU of the type (handlers/rollout.py), as a count here
+        decision = decide_seeing_spare_gpu(
+            self.spec, snapshot, self.state, at, self.settings, capacities,
+            lambda: ctx.controls.replicas < ctx.controls.gpus,
+        )  # fmt: skip
         self.state = decision.state  # persisted exactly as returned, like status.tuning
         self.reasons[decision.reason.value] += 1
         plan = build_tune_plan(

@@ -20,6 +20,7 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import canary_enabled, judge_running_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.reconcile import reconcile, selector_for
+from vllm_operator.handlers.rollout import observe_spare_gpu
 from vllm_operator.handlers.status_write import (
     STALE_ATTEMPTS,
     StaleReadError,
@@ -29,7 +30,7 @@ from vllm_operator.handlers.status_write import (
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.tuning.canary import divert_to_canary
-from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.decide import decide_seeing_spare_gpu
 from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
@@ -60,7 +61,10 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
             svc.spec, snapshot, state, settings, catalog=deps.catalog, cache=deps.capacity_cache
         )
         capacities = capacity_estimates(found)
-        decision = decide(svc.spec, snapshot, state, now, settings, capacities)
+        decision = decide_seeing_spare_gpu(
+            svc.spec, snapshot, state, now, settings, capacities,
+            lambda: observe_spare_gpu(deps, svc, logger),
+        )  # fmt: skip
         if canary_enabled(svc):
             decision = divert_to_canary(decision, state, now)
     conditions = (body.get("status") or {}).get("conditions") or []

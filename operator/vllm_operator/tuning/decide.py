@@ -98,6 +98,7 @@ def decide(
     now: datetime,
     settings: TuningSettings = _DEFAULT_SETTINGS,
     capacities: tuple[CapacityEstimate, ...] = (),
+    spare_gpu: bool | None = None,
 ) -> Decision:
     """One pass: what to do now, and the state to remember (also when holding).
 
@@ -108,11 +109,33 @@ def decide(
     """
     base = normalize_state(state, spec, settings, now)
     mode = autotune_mode(spec)
+
+    def inputs(acts: bool) -> Inputs:
+        return Inputs(spec, snapshot, base, now, settings, acts, capacities, spare_gpu=spare_gpu)
+
     if mode != "Recommend":
-        return _chain(Inputs(spec, snapshot, base, now, settings, mode == "Auto", capacities))
-    acting = _chain(Inputs(spec, snapshot, base, now, settings, False, capacities))
-    advice = _chain(Inputs(spec, snapshot, base, now, settings, True, capacities))
-    return _recommend(acting, advice)
+        return _chain(inputs(mode == "Auto"))
+    acting, advice = _chain(inputs(False)), _chain(inputs(True))
+    return replace(_recommend(acting, advice), asks_spare_gpu=advice.asks_spare_gpu)
+
+
+def decide_seeing_spare_gpu(
+    spec: VLLMServiceSpec,
+    snapshot: MetricsSnapshot,
+    state: TuningState,
+    now: datetime,
+    settings: TuningSettings,
+    capacities: tuple[CapacityEstimate, ...],
+    observe_spare_gpu: Callable[[], bool | None],
+) -> Decision:
+    """`decide`, and once more with a free GPU when the engine model's move pays only if its
+    rollout surges. `observe_spare_gpu` (the caller's read of the nodes and pods, or the bench's
+    count) is called only then: most passes have no such move, and a pass at 1,000 services
+    must not list the cluster's pods each time."""
+    decision = decide(spec, snapshot, state, now, settings, capacities)
+    if not decision.asks_spare_gpu or not observe_spare_gpu():
+        return decision
+    return decide(spec, snapshot, state, now, settings, capacities, spare_gpu=True)
 
 
 def _chain(i: Inputs) -> Decision:
@@ -148,7 +171,10 @@ def _rules(i: Inputs) -> Decision:
     if moved is not None:
         return moved
     decision = next((d for d in (rule(voted) for rule in RULES) if d is not None), None)
-    return _with_verdict(voted, decision or rules.within_slo(voted))
+    return replace(
+        _with_verdict(voted, decision or rules.within_slo(voted)),
+        asks_spare_gpu=voted.asks_spare_gpu,
+    )
 
 
 def _with_verdict(i: Inputs, decision: Decision) -> Decision:

@@ -91,6 +91,12 @@ class Inputs:
     # set when the engine model judged this pass's budget moves not worth their restarts
     # (retune_move.py): every budget remedy of the rules is then blocked by it
     budget_blocker: Blocked | None = None
+    # a GPU of the type is free for a surge pod, so a rollout loses no pod's capacity
+    # (render/rollout.py); None: not looked at (the tune handler looks only when it matters)
+    spare_gpu: bool | None = None
+    # set when the model's best move did not pay for want of that look: with a free GPU its
+    # restarts cost nothing, and the pass is worth deciding again (decide_seeing_spare_gpu)
+    asks_spare_gpu: bool = False
 
     @cached_property
     def targets(self) -> Targets:

@@ -289,3 +289,5 @@ class Decision:
     forecast: Forecast | None = None  # the arrivals forecast of the pass, when one was made
     model_capacity: CapacityEstimate | None = None  # the model's estimate given to the pass
     capacity_source: CapacitySource | None = None  # which capacity the rules trusted
+    # the engine model's move would pay if a GPU of the type is free (Inputs.asks_spare_gpu)
+    asks_spare_gpu: bool = False

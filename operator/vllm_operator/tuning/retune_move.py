@@ -95,6 +95,7 @@ class RetuneMove:
     gain: float  # requests brought into the SLO over the payback horizon
     cost: float  # requests the rolling restart puts at risk
     capped: str | None  # why replicas cannot fix the problem, None when they can
+    surge: bool = False  # a GPU of the type is free: the rollout surges and costs nothing
 
     @property
     def pays(self) -> bool:
@@ -102,10 +103,14 @@ class RetuneMove:
 
     def effect(self) -> str:
         """The predicted effect, current against target, and the payback sum."""
+        risk = (
+            "none at risk in the restarts (a GPU of the type is free: the rollout surges)"
+            if self.surge
+            else f"{self.cost:.0f} at risk in the restarts"
+        )
         return (
             f"the engine model predicts {self.target.phrase()}, against {self.current.phrase()} "
-            f"now; {self.gain:.0f} more requests in SLO over the payback against "
-            f"{self.cost:.0f} at risk in the restarts"
+            f"now; {self.gain:.0f} more requests in SLO over the payback against {risk}"
         )
 
     def phrase(self) -> str:
@@ -278,8 +283,10 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     rate = load.rate or 0.0
     payback = i.settings.retune_payback.total_seconds()
     gain = (predicted.attainment - current.attainment) * rate * payback
-    cost = _restart_cost(i, current_c, model, target, load, current, ready)
-    move = RetuneMove(key, from_value, value, current, predicted, gain, cost, replicas_capped(i))
+    surge = i.spare_gpu is True
+    cost = 0.0 if surge else _restart_cost(i, current_c, model, target, load, current, ready)
+    capped = replicas_capped(i)
+    move = RetuneMove(key, from_value, value, current, predicted, gain, cost, capped, surge)
     return Verdict(current, move)
 
 
@@ -292,9 +299,10 @@ def _restart_cost(
     current: Predicted,
     ready: float,
 ) -> float:
-    """Requests the rolling restart takes out of the SLO: pod by pod (no spare GPU assumed), the
+    """Requests a rolling restart without a free GPU takes out of the SLO: pod by pod, the
     others carry the whole load for a ready time each, at the attainment the model predicts for
-    one pod fewer (none for a single pod)."""
+    one pod fewer (none for a single pod). With a free GPU the rollout surges (a new pod is
+    ready before an old one stops) and the cost is nil (compute_retune_move)."""
     rate = load.rate or 0.0
     fewer = None if c.replicas <= 1 else _predict(replace(c, replicas=c.replicas - 1), model,
                                                   target, load)  # fmt: skip
@@ -330,6 +338,8 @@ def decide_retune(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     move = verdict.move
     if move is None or not move.pays:
+        # would a surge pay for it? the handler looks for a free GPU and decides again
+        i = replace(i, asks_spare_gpu=move is not None and i.spare_gpu is None and move.gain > 0)
         if replicas_capped(i) is not None:
             return i, None
         if move is None:

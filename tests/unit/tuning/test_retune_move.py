@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from tests.unit.tuning.support import T0, snap, spec, state
 from vllm_operator.planning.candidate import Target, build_service, check_service, resolve
 from vllm_operator.planning.lengths import Empirical
-from vllm_operator.tuning.decide import decide
+from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range
 from vllm_operator.tuning.model import ReadyTime, TuningState
@@ -100,9 +101,46 @@ def test_no_move_when_the_restarts_cost_more_than_the_gain() -> None:
     # replicas can still be added: they do the work, without a restart
     d = decide(spec(**UNCAPPED), snap(**OVERLOADED), slow, T0)
     assert (d.action.kind, d.action.from_value, d.action.to_value) == ("ScaleReplicas", 2, 3)
-    # at maxReplicas the rules' own steps stay the last lever: the model blocks nothing
+    # at maxReplicas the rules' own steps stay the last lever: the model blocks nothing, and
+    # asks whether a GPU is free (with one the rollout surges and costs nothing)
     capped = inputs(L4_256, OVERLOADED, slow)
-    assert decide_retune(capped) == (capped, None)
+    assert decide_retune(capped) == (replace(capped, asks_spare_gpu=True), None)
+
+
+def test_a_move_that_pays_only_with_a_surge_is_made_where_a_gpu_is_free() -> None:
+    slow = state(ready_time=ReadyTime(3 * 3600.0, T0 - timedelta(hours=1)), problem_since=LASTED)
+    unseen = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0)
+    assert unseen.asks_spare_gpu and unseen.reason != Reason.RETUNE_BY_MODEL
+    none_free = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0, spare_gpu=False)
+    assert not none_free.asks_spare_gpu and none_free.reason == unseen.reason
+    free = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0, spare_gpu=True)
+    assert free.reason == Reason.RETUNE_BY_MODEL and not free.asks_spare_gpu
+    assert "none at risk in the restarts (a GPU of the type is free" in free.message
+    # Recommend asks the same, from its advice pass
+    advised = decide(spec(**L4_256, autotune={"mode": "Recommend"}), snap(**OVERLOADED), slow, T0)
+    assert advised.asks_spare_gpu
+
+
+def test_the_cluster_is_looked_at_only_for_a_move_a_surge_would_pay_for() -> None:
+    looks: list[int] = []
+
+    def observe(free: bool | None) -> Callable[[], bool | None]:
+        def look() -> bool | None:
+            looks.append(1)
+            return free
+
+        return look
+
+    slow = state(ready_time=ReadyTime(3 * 3600.0, T0 - timedelta(hours=1)), problem_since=LASTED)
+    args = (spec(**L4_256), snap(**OVERLOADED), slow, T0, SETTINGS, ())
+    assert decide_seeing_spare_gpu(*args, observe(True)).reason == Reason.RETUNE_BY_MODEL
+    for answer in (False, None):  # no free GPU, or the nodes unreadable: the first decision
+        d = decide_seeing_spare_gpu(*args, observe(answer))
+        assert d == decide(*args)
+    assert len(looks) == 3
+    quiet = (spec(**L4_256), snap(), state(), T0, SETTINGS, ())
+    assert decide_seeing_spare_gpu(*quiet, observe(True)) == decide(*quiet)
+    assert len(looks) == 3  # no problem, no look
 
 
 def test_a_move_the_model_cannot_beat_blocks_the_x2_steps_while_replicas_remain() -> None:
