@@ -68,6 +68,7 @@ class Controls:
         self.scaling_actions = 0
         self.restarts = 0
         self.created: dict[int, float] = {r.id: 0.0 for r in fleet.live}  # pre-warmed at t=0
+        self.short_minutes: set[int] = set()  # minutes with a pod a rollout had not replaced
         self._restart_delay = 0.0
 
     @property
@@ -189,6 +190,7 @@ class Outcome:
     gpu_hours: float
     scaling_actions: int
     restarts: int
+    rollout_short_windows: int  # 1-minute windows with a pod a rollout took and not replaced
     ttft_p95: float
     itl_p95: float
     timeline: list[tuple[float, int, int]]  # (time, replicas asked for, ready)
@@ -213,6 +215,8 @@ def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
         if now % SCRAPE_INTERVAL == 0:
             scrape_fleet(ctx.store, fleet, now)
         controls.note_replacements()
+        if fleet.rollout_short:
+            controls.short_minutes.add(int(now // 60))
         if scenario.node_loss_at is not None and now == scenario.node_loss_at:
             controls.lose_nodes(now)
         policy.on_tick(now, ctx)
@@ -248,6 +252,7 @@ def _outcome(
         gpu_hours=controls.gpu_seconds(scenario.duration) / 3600,
         scaling_actions=controls.scaling_actions,
         restarts=controls.restarts,
+        rollout_short_windows=len(controls.short_minutes),
         ttft_p95=f.ttft.p95,
         itl_p95=f.itl.p95,
         timeline=[

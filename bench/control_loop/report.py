@@ -49,6 +49,7 @@ FIGURES: dict[str, Callable[[ScenarioResult, Outcome], float]] = {
     "x_oracle": lambda sr, o: o.gpu_hours / sr.oracle.gpu_hours if sr.oracle.gpu_hours else 0.0,
     "scaling_actions": lambda sr, o: float(o.scaling_actions),
     "restarts": lambda sr, o: float(o.restarts),
+    "rollout_short": lambda sr, o: float(o.rollout_short_windows),
     "ttft_p95": lambda sr, o: o.ttft_p95,
     "itl_p95": lambda sr, o: o.itl_p95,
 }
@@ -107,7 +108,7 @@ Check = tuple[str, bool | None, str]  # (target, met; None = not applicable, fig
 
 
 def check_targets(g: Group) -> list[Check]:
-    """Issue 14's targets on this scenario's means (None where a policy did not run or the
+    """Issues 14 and 15 targets on this scenario's means (None where a policy did not run or the
     target does not apply)."""
     have = set(g.policies())
     out: list[Check] = []
@@ -125,6 +126,17 @@ def check_targets(g: Group) -> list[Check]:
     if "ours-full" not in have:
         return out
     fig = lambda p, n: g.figure(p, n).mean  # noqa: E731
+    # issue 15: the budget lever never costs what the replica lever would not
+    short = fig("ours-full", "rollout_short")
+    out.append(("ours-full: no window short of a pod for a rollout", short == 0,
+                f"{short:.1f} windows"))  # fmt: skip
+    if "ours-replicas" in have:
+        full_win, rep_win = (
+            fig("ours-full", "windows_in_slo"),
+            fig("ours-replicas", "windows_in_slo"),
+        )
+        out.append(("ours-full: no fewer windows in SLO than ours-replicas", full_win >= rep_win,
+                    f"{full_win:.1%} vs {rep_win:.1%}"))  # fmt: skip
     gpu, win = fig("ours-full", "gpu_hours"), fig("ours-full", "windows_in_slo")
     if "static-peak" in have:
         saved = 1 - gpu / fig("static-peak", "gpu_hours")
@@ -154,6 +166,7 @@ def _row(g: Group, policy: str) -> str:
         f"| {f(policy, 'windows_in_slo').show(_pct)} | {f(policy, 'rejected_share').show(_pct2)} "
         f"| {f(policy, 'gpu_hours').show(_f2)} | {f(policy, 'x_oracle').show(_f2)} "
         f"| {f(policy, 'scaling_actions').show(_f1)} | {f(policy, 'restarts').show(_f1)} "
+        f"| {f(policy, 'rollout_short').show(_f1)} "
         f"| {_ms(f(policy, 'ttft_p95').mean)} | {_ms(f(policy, 'itl_p95').mean)} |"
     )
 
@@ -193,8 +206,8 @@ def to_markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     lines += [
         "",
         "| scenario | policy | requests in SLO | windows in SLO | 503s | GPU-h | x oracle "
-        "| scaling actions | pod restarts | TTFT p95 | ITL p95 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scaling actions | pod restarts | windows short for a rollout | TTFT p95 | ITL p95 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for g in groups:
         lines.append(
@@ -204,7 +217,7 @@ def to_markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         lines += [_row(g, policy) for policy in g.policies()]
     checks = {g.name: check_targets(g) for g in groups}
     names = list(dict.fromkeys(t for c in checks.values() for t, _, _ in c))
-    lines += ["", "## Targets (issue 14), on the means", ""]
+    lines += ["", "## Targets (issues 14 and 15), on the means", ""]
     lines += ["| target | met in | not met in |", "|---|---|---|"]
     for name in names:
         met_in = [s for s, c in checks.items() for t, m, _ in c if t == name and m is True]

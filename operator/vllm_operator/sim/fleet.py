@@ -48,6 +48,7 @@ class Replica:
     stopped_at: float | None = None
     served: int = field(default=0)  # requests accepted
     surge: bool = False  # a rollout's extra pod: not in the desired size until it replaces one
+    replaces: bool = False  # a restart wave stopped a pod for it: one short until it is ready
 
 
 class Fleet:
@@ -121,6 +122,12 @@ class Fleet:
     def ready(self) -> list[Replica]:
         return [r for r in self.live if r.state == "ready"]
 
+    @property
+    def rollout_short(self) -> int:
+        """Pods a rollout took away and has not replaced yet (maxUnavailable waves; a surge
+        rollout is never short)."""
+        return sum(1 for r in self.live if r.state == "starting" and r.replaces)
+
     def set_replicas(self, n: int, now: float, ready_delay: float = 0.0) -> None:
         if n < 0:
             raise ValueError(f"replicas must be >= 0, got {n}")
@@ -177,7 +184,7 @@ class Fleet:
             at, _, ids, cfg, delay = heapq.heappop(self._waves)
             for replica in [r for r in self.active if r.id in ids and r.config != cfg]:
                 self._stop(replica, at)
-                self._add(cfg, at + delay)
+                self._add(cfg, at + delay).replaces = True
 
     def _surge_next(self, now: float) -> None:
         """Start the next surge pod while a replica still runs the old flags."""

@@ -123,7 +123,18 @@ def test_rolling_restart_keeps_a_replica_ready() -> None:
     result = run(_at([0.25 * i for i in range(40)]), fleet, 10.0, on_tick=restart)
     assert result.figures.rejected == 0
     assert [s.ready for s in result.samples] == [2, 1, 1, 1, 1, 1, 1, 2, 2, 2]
+    assert fleet.rollout_short == 0  # both replaced
     assert sorted(r.id for r in fleet.live) == [2, 3]
+
+
+def test_a_rollout_without_surge_is_short_a_pod_until_each_replacement_is_ready() -> None:
+    fleet = _fleet(2)
+    fleet.restart_all(dataclasses.replace(CFG, max_num_seqs=8), 0.0, 3.0, max_unavailable=1)
+    shortfall = []
+    for t in (1.0, 2.9, 3.0, 5.9, 6.0):
+        fleet.advance_to(t)
+        shortfall.append(fleet.rollout_short)
+    assert shortfall == [1, 1, 1, 1, 0]  # the second wave starts as the first is ready
 
 
 def test_a_surge_rollout_replaces_each_pod_only_once_its_successor_is_ready() -> None:
@@ -138,6 +149,7 @@ def test_a_surge_rollout_replaces_each_pod_only_once_its_successor_is_ready() ->
     result = run(_at([0.25 * i for i in range(48)]), fleet, 12.0, on_tick=restart)
     assert result.figures.rejected == 0
     assert [s.ready for s in result.samples] == [2] * 12  # never one fewer
+    assert not any(r.replaces for r in (*fleet.live, *fleet.retired))  # never short
     assert [s.starting for s in result.samples] == [0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
     assert sorted(r.id for r in fleet.live) == [2, 3]
     assert [r.config.max_num_seqs for r in fleet.live] == [8, 8]
