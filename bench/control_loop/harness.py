@@ -113,11 +113,16 @@ class Controls:
             )
         )
 
+    def spare_gpu(self) -> bool:
+        """A GPU of the type is free for a surge pod (what the operator reads from the nodes and
+        pods, handlers/rollout.py)."""
+        return self.replicas < self.gpus
+
     def restart(self, cfg: EngineConfig, now: float) -> None:
         """The re-render's rollout, with the strategy the operator would give it. A surge pod
         over `max_replicas - 1` pods may briefly hold a GPU a scale-up then also wants (a
         simplification: there it would wait Pending)."""
-        spare = self.replicas < self.gpus
+        spare = self.spare_gpu()
         if not spare and self.replicas <= 1:
             raise ValueError("a single replica with no free GPU: its rollout stalls (not modelled)")
         roll = compute_rollout_strategy(self.replicas, spare).strategy["rollingUpdate"]

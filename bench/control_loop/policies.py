@@ -259,10 +259,9 @@ class Ours:
                 catalog=CATALOG, cache=CAPACITY_CACHE,
             )  # fmt: skip
             capacities = capacity_estimates(found)
-        # the operator's look for a free GPU of the type (handlers/rollout.py), as a count here
         decision = decide_seeing_spare_gpu(
             self.spec, snapshot, self.state, at, self.settings, capacities,
-            lambda: ctx.controls.replicas < ctx.controls.gpus,
+            ctx.controls.spare_gpu,
         )  # fmt: skip
         self.state = decision.state  # persisted exactly as returned, like status.tuning
         self.reasons[decision.reason.value] += 1

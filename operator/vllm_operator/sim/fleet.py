@@ -75,7 +75,7 @@ class Fleet:
         self.retired: list[Replica] = []
         self._next_id = 0
         self._waves: list[tuple[float, int, tuple[int, ...], EngineConfig, float]] = []
-        self._surge: tuple[EngineConfig, float] | None = None  # a surge rollout's flags, delay
+        self._surge_delay: float | None = None  # a surge rollout under way: its pods' delay
         self._buffer: list[tuple[int, RequestEvent]] = []  # events met while resizing
         for _ in range(replicas):
             self._add(cfg, ready_at=0.0).state = "ready"
@@ -159,11 +159,11 @@ class Fleet:
         self._buffer += self.advance_to(now)
         self.config = new_cfg
         # a newer restart supersedes the waves, or the surge pod, of an older one
-        self._waves, self._surge = [], None
+        self._waves, self._surge_delay = [], None
         for pod in [r for r in self.live if r.surge]:
             self._stop(pod, now)
         if max_surge:
-            self._surge = (new_cfg, ready_delay)
+            self._surge_delay = ready_delay
             self._surge_next(now)
             return
         ids = [r.id for r in self.active]
@@ -188,13 +188,12 @@ class Fleet:
 
     def _surge_next(self, now: float) -> None:
         """Start the next surge pod while a replica still runs the old flags."""
-        if self._surge is None or any(r.surge for r in self.live):
+        if self._surge_delay is None or any(r.surge for r in self.live):
             return
-        cfg, delay = self._surge
-        if not any(r.config != cfg for r in self.active):
-            self._surge = None
+        if not any(r.config != self.config for r in self.active):
+            self._surge_delay = None
             return
-        self._add(cfg, now + delay).surge = True
+        self._add(self.config, now + self._surge_delay).surge = True
 
     def _promote(self, pod: Replica, now: float) -> None:
         """A ready surge pod replaces one replica on the old flags (the not-yet-ready first, then
