@@ -131,6 +131,7 @@ class Scenario:
     lengths: tuple[int, int] = (1024, 160)  # synthetic: mean prompt and output tokens, lognormal
     seed: int = 7
     node_loss_at: float | None = None  # half the pods' nodes are lost at this time
+    lever: bool = False  # issue 15: the budget lever must matter here (its target row applies)
 
     @property
     def name(self) -> str:
@@ -261,10 +262,10 @@ DEFAULT = (
     Scenario(L4, "ramp", 3600, 3.5),
     Scenario(L4, "conv", 3600, 0.5, start=1200, node_loss_at=NODE_LOSS_AT),
     # issue 15: where the budget lever must matter (blog budgets, a GPU cap, prompts that grow)
-    Scenario(H100_BLOG, "conv", 3600, 1.25),
-    Scenario(L4_SEQS256, "diurnal", 3600, 3.5),
-    Scenario(L4_CAP, "diurnal", 3600, 3.5),
-    Scenario(H100, "shift", 3600, 1.0),
+    Scenario(H100_BLOG, "conv", 3600, 1.25, lever=True),
+    Scenario(L4_SEQS256, "diurnal", 3600, 3.5, lever=True),
+    Scenario(L4_CAP, "diurnal", 3600, 3.5, lever=True),
+    Scenario(H100, "shift", 3600, 1.0, lever=True),
 )
 # --quick: minutes, not an hour; for the smoke test and a first look
 QUICK = (Scenario(L4, "bursty", 1200, 3.5),)

@@ -269,6 +269,13 @@ class TuningStatus(StatusModel):
             "preemptions); with replicas capped a budget move waits until it fills a window."
         ),
     )
+    fewer_pods_looked_at: datetime | None = Field(
+        default=None,
+        description=(
+            "When the engine model last looked for a budget move that meets the SLO on fewer "
+            "pods (RetuneForFewerPods); it looks again after the tuner's recheck interval."
+        ),
+    )
     window: list[WindowSample] = Field(
         default_factory=list,
         max_length=MAX_WINDOW_SAMPLES,

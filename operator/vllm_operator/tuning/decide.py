@@ -19,6 +19,8 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           8  arrivals forecast a ready time ahead need more  scale up to what they need
           8b arrivals near the learned capacity per pod      scale up ahead (opportunity)
           9  sustained low load                              scale down
+          9b the SLO met, and one budget move meets it on    RetuneForFewerPods, when the pods
+             fewer pods (retune_pods.py)                     saved outweigh the rollout's GPU time
           10 otherwise                                       WithinSLO
 
 Entry problems come first because a refused request is worse than a slow one, and because fixing
@@ -51,6 +53,7 @@ from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapsh
 from vllm_operator.tuning.problem_wait import stamp_problem
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import decide_retune
+from vllm_operator.tuning.retune_pods import decide_fewer_pods
 from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
@@ -116,7 +119,10 @@ def decide(
     if mode != "Recommend":
         return _chain(inputs(mode == "Auto"))
     acting, advice = _chain(inputs(False)), _chain(inputs(True))
-    return replace(_recommend(acting, advice), asks_spare_gpu=advice.asks_spare_gpu)
+    out = _recommend(acting, advice)
+    # the advice's look for fewer pods is remembered, or Recommend would look on every pass
+    looked = replace(out.state, fewer_pods_looked_at=advice.state.fewer_pods_looked_at)
+    return replace(out, state=looked, asks_spare_gpu=advice.asks_spare_gpu)
 
 
 def decide_seeing_spare_gpu(
@@ -171,6 +177,8 @@ def _rules(i: Inputs) -> Decision:
     if moved is not None:
         return moved
     decision = next((d for d in (rule(voted) for rule in RULES) if d is not None), None)
+    if decision is None:
+        voted, decision = decide_fewer_pods(voted)
     return replace(
         _with_verdict(voted, decision or rules.within_slo(voted)),
         asks_spare_gpu=voted.asks_spare_gpu,

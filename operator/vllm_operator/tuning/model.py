@@ -266,6 +266,9 @@ class TuningState:
     # the first pass of the problem the figures show now (None: the last pass that read them
     # showed none); a budget move at the replica cap waits for it to fill a window
     problem_since: datetime | None = None
+    # when the engine model last looked for budgets that meet the SLO on fewer pods (rule 9b):
+    # an opportunity, looked at once per fewer_pods_recheck, not on every pass
+    fewer_pods_looked_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ def state_from_status(
             RateSample(w.time, w.figures[_RATE]) for w in status.window if _RATE in w.figures
         ),
         problem_since=status.problem_since,
+        fewer_pods_looked_at=status.fewer_pods_looked_at,
     )
     return normalize_state(state, spec, settings)
 
@@ -183,6 +184,7 @@ def status_from_state(
         ),
         forecast=None if decision.forecast is None else _forecast_status(decision.forecast),
         problem_since=state.problem_since,
+        fewer_pods_looked_at=state.fewer_pods_looked_at,
         model_capacity=(
             None
             if (m := decision.model_capacity) is None

@@ -96,6 +96,11 @@ class Reason(StrEnum):
         "SetBudget",
         "a problem the engine model predicts one budget move fixes, worth more than its restarts",
     )
+    RETUNE_FOR_FEWER_PODS = (
+        "RetuneForFewerPods",
+        "SetBudget",
+        "the SLO met; one budget move meets it on fewer pods, saving more GPU time than it spends",
+    )
     # rules 2-9: what the tuner changes
     SCALE_UP_REJECTIONS = (
         "ScaleUpRejections",

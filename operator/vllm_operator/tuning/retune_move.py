@@ -175,21 +175,21 @@ def candidate_of(spec: VLLMServiceSpec, overrides: dict[str, int], replicas: int
     return base.with_budgets(**budgets)
 
 
-def _values(current: int, lo: int, hi: int) -> list[int]:
+def values_around(current: int, lo: int, hi: int) -> list[int]:
     grid = {lo, hi, *(round(current * f) for f in FACTORS)}
     return sorted(v for v in grid if lo <= v <= hi and v != current)
 
 
 @lru_cache(maxsize=1)
-def _catalog() -> Catalog:
+def engine_catalog() -> Catalog:
     return load_catalog()  # the packaged profiles: read once, never changed
 
 
 @lru_cache(maxsize=4096)
-def _predict(c: Candidate, model: str, target: Target, load: Workload) -> Predicted | None:
+def predict(c: Candidate, model: str, target: Target, load: Workload) -> Predicted | None:
     """The engine model's figures for `c` under `load`; None when `c` is refused (the CRD, the
     renderer or vLLM's start-up) or the model does not know the GPU or model."""
-    catalog = _catalog()
+    catalog = engine_catalog()
     try:
         catalog.gpu(c.gpu)
         catalog.model(model)
@@ -216,7 +216,7 @@ def _predicted(p: Point, replicas: int) -> Predicted:
     )
 
 
-def _target(i: Inputs) -> Target | None:
+def slo_target(i: Inputs) -> Target | None:
     t = i.targets
     if t.ttft is None:
         return None
@@ -225,21 +225,21 @@ def _target(i: Inputs) -> Target | None:
 
 def model_knows(i: Inputs) -> bool:
     """The engine model can judge this service: an SLO to judge by, the GPU and model known."""
-    catalog = _catalog()
+    catalog = engine_catalog()
     try:
         catalog.gpu(i.spec.gpu.type)
         catalog.model(i.spec.model)
     except KeyError:
         return False
-    return _target(i) is not None
+    return slo_target(i) is not None
 
 
-def _within(p: Predicted, t: Target) -> bool:
+def within(p: Predicted, t: Target) -> bool:
     itl_ok = t.itl is None or p.itl_p95 <= t.itl
     return p.rejected_share <= t.max_rejection and p.ttft_p95 <= t.ttft and itl_ok
 
 
-def _held(i: Inputs, key: BudgetKey, direction: str) -> bool:
+def held(i: Inputs, key: BudgetKey, direction: str) -> bool:
     return any(
         h.field == key and h.direction == direction and i.now < h.until for h in i.state.holds
     )
@@ -249,13 +249,13 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     """The best one-field move for the observed workload; None when the model cannot predict
     it, or predicts the configuration in force within the SLO although the figures are not (it
     does not reproduce the problem)."""
-    load, target = observed_load(i), _target(i)
+    load, target = observed_load(i), slo_target(i)
     if load is None or target is None:
         return None
     model = i.spec.model
     current_c = candidate_of(i.spec, i.state.overrides, i.pods)
-    current = _predict(current_c, model, target, load)
-    if current is None or _within(current, target):
+    current = predict(current_c, model, target, load)
+    if current is None or within(current, target):
         return None  # the model does not see the problem the figures show: it cannot fix it
     best: tuple[tuple[float, float], BudgetKey, int, Predicted] | None = None
     floor = current.attainment + MIN_GAIN
@@ -264,11 +264,11 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
         window = allowed_range(i.spec, key, i.settings)
         if now_value is None or window is None:
             continue
-        for value in _values(now_value, *window):
-            if _held(i, key, "up" if value > now_value else "down"):
+        for value in values_around(now_value, *window):
+            if held(i, key, "up" if value > now_value else "down"):
                 continue
             c = candidate_of(i.spec, {**i.state.overrides, key: value}, i.pods)
-            predicted = _predict(c, model, target, load)
+            predicted = predict(c, model, target, load)
             if predicted is None or predicted.attainment < floor:
                 continue
             score = (predicted.attainment, predicted.per_pod)
@@ -304,7 +304,7 @@ def _restart_cost(
     one pod fewer (none for a single pod). With a free GPU the rollout surges (a new pod is
     ready before an old one stops) and the cost is nil (compute_retune_move)."""
     rate = load.rate or 0.0
-    fewer = None if c.replicas <= 1 else _predict(replace(c, replicas=c.replicas - 1), model,
+    fewer = None if c.replicas <= 1 else predict(replace(c, replicas=c.replicas - 1), model,
                                                   target, load)  # fmt: skip
     during = 0.0 if fewer is None else fewer.attainment
     return max(0.0, current.attainment - during) * rate * ready * c.replicas

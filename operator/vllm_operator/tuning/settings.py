@@ -48,6 +48,13 @@ class TuningSettings:
     # with the replica lever capped, a budget move for a problem waits until the problem has
     # lasted max(this, the metrics window): the window then holds only the load with it
     retune_problem_age: timedelta = timedelta(seconds=60)
+    # rule 9b (retune_pods.py) looks for budgets that need fewer pods at most this often: a
+    # look replays the workload a few dozen times, and the opportunity is a slow lever
+    fewer_pods_recheck: timedelta = timedelta(seconds=600)
+    # ... and counts the pods a move saves over this horizon, from the end of its rollout and
+    # judgement: budgets that fit the workload's mix keep paying at every load level, so the
+    # saving outlasts a load spike (retune_payback, the horizon of a move for a problem)
+    fewer_pods_payback: timedelta = timedelta(hours=2)
     default_bound_factor: float = 4.0  # without spec bounds: [spec / 4, spec * 4]
     # Hysteresis: act above the SLO, aim at `headroom` x SLO, call `well_under` x SLO quiet.
     headroom: float = 0.8

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 from bench.control_loop.__main__ import main
-from bench.control_loop.harness import Context, Controls
+from bench.control_loop.harness import Context, Controls, Outcome
 from bench.control_loop.measure import window_share, window_stats
+from bench.control_loop.oracle import OracleResult
 from bench.control_loop.policies import Wva
+from bench.control_loop.report import check_targets, group
+from bench.control_loop.run import ScenarioResult
 from bench.control_loop.scenarios import DEFAULT, QUICK
 
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
@@ -166,3 +169,31 @@ def test_the_shift_workload_moves_from_conversation_to_code_prompts_at_half_time
     assert [r.arrival for r in reqs] == sorted(r.arrival for r in reqs)
     assert max(r.arrival for r in reqs) < scenario.duration
     assert sum(second) / len(second) > 1.3 * sum(first) / len(first)  # prompts grew
+
+
+def _outcome(policy: str, slo_share: float, window_share: float, gpu_hours: float) -> Outcome:
+    return Outcome(
+        scenario="s", policy=policy, seed=7, offered=1000, slo_share=slo_share,
+        window_share=window_share, windows=60, rejected=0, rejected_share=0.0,
+        gpu_hours=gpu_hours, scaling_actions=1, restarts=0, rollout_short_windows=0,
+        ttft_p95=0.2, itl_p95=0.01, timeline=[], minute_ttft_p95=[],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("lever", "full_gpu", "met"),
+    [(True, 3.0, True), (True, 4.5, False), (False, 3.0, None)],
+)
+def test_the_lever_target_counts_goodput_per_gpu_hour_in_the_lever_scenarios(
+    lever: bool, full_gpu: float, met: bool | None
+) -> None:
+    scenario = dataclasses.replace(DEFAULT[0], lever=lever)
+    oracle = OracleResult(scenario.name, 300.0, [2], [True], 2.0, 1, 1.0, 0.0)
+    outcomes = {
+        "ours-replicas": _outcome("ours-replicas", 0.99, 1.0, 5.0),
+        "ours-full": _outcome("ours-full", 0.99, 1.0, full_gpu),
+    }
+    (g,) = group([ScenarioResult(scenario, oracle, outcomes)])
+    checks = {name: ok for name, ok, _ in check_targets(g)}
+    row = next(k for k in checks if "15% more goodput per GPU-hour" in k)
+    assert checks[row] is met  # 5.0 / 3.0 GPU-h: +67%; 5.0 / 4.5: +11%

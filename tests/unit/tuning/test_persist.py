@@ -38,6 +38,7 @@ FULL = TuningState(
     holds=(Hold("maxActiveSeqs", "down", T0 + timedelta(minutes=20)),),
     capacity=Capacity(4.25, T0 - timedelta(minutes=7)),
     problem_since=T0 - timedelta(minutes=1),
+    fewer_pods_looked_at=T0 - timedelta(minutes=4),
 )
 WITHIN = Decision(Action("Hold"), "WithinSLO", "fine", {"ttft_p95": 0.3}, FULL)
 
@@ -83,6 +84,7 @@ def test_status_fields() -> None:
         ],
         capacity=CapacityStatus(per_pod=4.25, learned_at=T0 - timedelta(minutes=7)),
         problem_since=T0 - timedelta(minutes=1),
+        fewer_pods_looked_at=T0 - timedelta(minutes=4),
     )
 
 

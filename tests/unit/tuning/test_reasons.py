@@ -18,7 +18,7 @@ WIRE = (
     "HoldMetricsPartial", "HoldMetricsInvalid", "HoldMetricsError", "HoldRollout",
     "HoldPodsNotReady", "RetuneSettling", "RetuneKept", "RollbackWorse",
     "CanaryStarted", "CanaryJudging", "CanaryPromoted", "CanaryRemoved", "RetuneByModel",
-    "ScaleUpRejections",
+    "RetuneForFewerPods", "ScaleUpRejections",
     "RaiseQueueRejections", "LowerActiveSeqsITL", "LowerActiveSeqsPreemption", "ScaleUpLatency",
     "RaiseActiveSeqsWaiting", "RaiseBatchedTokensTTFT", "ScaleUpNearCapacity", "ScaleUpForecast",
     "ScaleDownLowLoad",

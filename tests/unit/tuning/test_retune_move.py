@@ -20,11 +20,11 @@ from vllm_operator.tuning.limits import allowed_range
 from vllm_operator.tuning.model import ReadyTime, TuningState
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import (
-    _catalog,
-    _values,
     candidate_of,
     compute_retune_move,
     decide_retune,
+    engine_catalog,
+    values_around,
 )
 from vllm_operator.tuning.settings import TuningSettings
 
@@ -196,7 +196,7 @@ def test_a_model_that_does_not_see_the_problem_leaves_it_to_the_rules() -> None:
 )
 def test_the_values_tried_stay_inside_the_range(current: int, lo: int, width: int) -> None:
     hi = lo + width
-    values = _values(current, lo, hi)
+    values = values_around(current, lo, hi)
     assert all(lo <= v <= hi and v != current for v in values)
     assert values == sorted(set(values))
     if lo != current:
@@ -232,7 +232,7 @@ def test_every_move_in_range_passes_the_crd_and_vllms_start_up(
     c = candidate_of(s, {key: value}, 2)
     manifest = build_service(c, model=s.model, name="x", namespace=None, target=Target(2.0, 0.1))
     assert check_service(manifest) is None
-    resolve(c, _catalog(), s.model)  # raises with vLLM's message if it would not start
+    resolve(c, engine_catalog(), s.model)  # raises with vLLM's message if it would not start
 
 
 def test_the_token_histograms_give_the_lengths_when_the_snapshot_has_them() -> None:

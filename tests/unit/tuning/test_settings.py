@@ -44,6 +44,8 @@ def test_time_scaled_compresses_durations_only() -> None:
         hold_after_rollback=timedelta(seconds=180),
         retune_payback=timedelta(seconds=180),
         retune_problem_age=timedelta(seconds=6),
+        fewer_pods_recheck=timedelta(seconds=60),
+        fewer_pods_payback=timedelta(seconds=720),
         canary_deadline=timedelta(seconds=120),
         restart_window=timedelta(seconds=360),
         staleness_limit=timedelta(seconds=18),

@@ -1,0 +1,192 @@
+"""Rule 9b: a budget move that lets fewer pods carry the load, made when it pays in GPU time.
+
+Budgets copied from a blog post (a queue of 32, 8 active sequences on an H100) do not show as a
+problem: the replica lever keeps the SLO by running two or three times the pods the GPU needs.
+Rule 1b (retune_move.py) moves budgets only for a problem, so nothing else would ever correct
+them. This rule runs when no problem rule and no scale-down owns the pass: the fleet is as small
+as the budgets in force allow it to be, and the SLO is met.
+
+The engine model (the planner's evaluation, as rule 1b uses it) replays the observed workload at
+`1 / forecast_headroom` of its rate (the margin the tuner sizes replicas with, rounded up to a 9%
+step), and finds the
+fewest pods that meet the SLO with the budgets in force, then with each one-field move of rule
+1b's grid (never maxSeqs, within autotune.bounds and vLLM's cross-field rules). A move must keep
+the p95s within the SLO and as many requests in it as the budgets in force on their pods (less
+MIN_GAIN): a p95 just under the SLO can hide a third of the requests missing their own. The
+move that needs the fewest pods (then the most requests in the SLO, then the most served per
+pod) is the target, in one move.
+
+It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
+mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
+counted from the end of the rollout (one pod after another, a ready time each) and of its
+judgement, outweigh the GPU time the rollout spends: every pod is replaced once, and each
+replacement holds a GPU that serves nothing for the pods' ready time (the surge pod while it
+loads, or the restarted pod itself). A move for GPU hours
+never trades the SLO for them: without a free GPU of the type the rollout goes pod by pod, so
+it is made only when the model predicts the SLO met on one pod fewer at the present load, and a
+single pod is never restarted for it. The pods themselves are saved by rule 9 once the change
+is judged (rule 1) and the model's capacity for the new budgets says the load fits on fewer.
+
+A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
+once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from vllm_operator.planning.candidate import Candidate, Target
+from vllm_operator.planning.workload import Workload
+from vllm_operator.tuning.forecast import ready_horizon
+from vllm_operator.tuning.inputs import Inputs
+from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
+from vllm_operator.tuning.model import BudgetKey, Decision
+from vllm_operator.tuning.outcome import Move, act
+from vllm_operator.tuning.problem_wait import has_problem
+from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.retune_move import (
+    MIN_GAIN,
+    MOVABLE,
+    Predicted,
+    candidate_of,
+    held,
+    model_knows,
+    observed_load,
+    predict,
+    slo_target,
+    values_around,
+    within,
+)
+
+RATE_STEPS_PER_OCTAVE = 8  # the sized rate is rounded up to a 2^(1/8) = 9% step
+
+
+@dataclass(frozen=True)
+class FewerPods:
+    """The model's best move for fewer pods, and its sums in pod-seconds."""
+
+    field: BudgetKey
+    from_value: int
+    to_value: int
+    pods_now: int  # the fewest pods the budgets in force meet the SLO on (at most the fleet)
+    pods_after: int
+    predicted: Predicted  # the target on pods_after, at the sized load
+    saved: float  # pod-seconds over the payback
+    spent: float  # pod-seconds of GPU the rollout holds without serving
+    surge: bool  # the rollout needs a free GPU to keep the SLO
+    delay: float  # seconds until a pod can be saved: the rollout, then the judgement
+
+    @property
+    def pays(self) -> bool:
+        return self.pods_after < self.pods_now and self.saved > self.spent
+
+    def phrase(self) -> str:
+        rollout = "it surges on a free GPU" if self.surge else "the SLO holds on one pod fewer"
+        return (
+            f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model "
+            f"predicts {self.pods_after} pods within the SLO ({self.predicted.phrase()}) "
+            f"against {self.pods_now} with the budgets in force; {self.saved:.0f} pod-seconds "
+            f"saved over the payback after {self.delay:.0f}s of rollout and judgement, against "
+            f"{self.spent:.0f} spent in the rollout ({rollout})"
+        )
+
+
+def _sized(load: Workload, i: Inputs) -> Workload:
+    """The load the tuner sizes replicas for: the present rate over the forecast headroom,
+    rounded up to a RATE_STEPS_PER_OCTAVE step, so that passes whose rates differ by a few
+    percent replay the same load (predict() memoises on it) and the sizing errs high."""
+    rate = (load.rate or 0.0) / i.settings.forecast_headroom
+    step = math.ceil(math.log2(max(rate, 1e-3)) * RATE_STEPS_PER_OCTAVE - 1e-9)
+    return replace(load, rate=round(2 ** (step / RATE_STEPS_PER_OCTAVE), 3))
+
+
+def fewest_pods(
+    c: Candidate, model: str, target: Target, load: Workload, lo: int, floor: float = 0.0
+) -> tuple[int, Predicted] | None:
+    """The fewest pods in [lo, c.replicas] the model predicts within the SLO for `load` with at
+    least `floor` of the requests in it, scanning down from c.replicas, and that prediction;
+    None when not even c.replicas does (or the model refuses the configuration)."""
+    best = None
+    for n in range(c.replicas, lo - 1, -1):
+        p = predict(replace(c, replicas=n), model, target, load)
+        if p is None or not within(p, target) or p.attainment < floor:
+            break
+        best = (n, p)
+    return best
+
+
+def compute_fewer_pods(i: Inputs) -> FewerPods | None:
+    """The model's one-field move that meets the SLO on the fewest pods, or None when no move
+    needs fewer pods than the budgets in force (or the model cannot tell)."""
+    base, target, scaling = observed_load(i), slo_target(i), i.scaling
+    if base is None or target is None or scaling is None:
+        return None
+    load, model, lo = _sized(base, i), i.spec.model, max(1, scaling.min_replicas)
+    current_c = candidate_of(i.spec, i.state.overrides, i.replicas)
+    found = fewest_pods(current_c, model, target, load, lo)
+    if found is None:
+        return None  # the model does not see the SLO met: it cannot size a move
+    pods_now, now_p = found
+    if pods_now <= lo:
+        return None  # nothing to save: the fleet is at its floor already
+    # the p95s within the SLO are not enough: as many requests must meet it as on pods_now
+    floor = now_p.attainment - MIN_GAIN
+    best: tuple[tuple[int, float, float], BudgetKey, int, Predicted] | None = None
+    for key in MOVABLE:
+        now_value, window = i.budget(key), allowed_range(i.spec, key, i.settings)
+        if now_value is None or window is None:
+            continue
+        for value in values_around(now_value, *window):
+            if held(i, key, "up" if value > now_value else "down"):
+                continue
+            c = candidate_of(i.spec, {**i.state.overrides, key: value}, pods_now - 1)
+            fewer = fewest_pods(c, model, target, load, lo, floor)
+            if fewer is None:
+                continue
+            n, p = fewer
+            score = (-n, p.attainment, p.per_pod)
+            if best is None or score > best[0]:
+                best = (score, key, value, p)
+    if best is None:
+        return None
+    (neg_n, _, _), key, value, predicted = best
+    from_value = i.budget(key)
+    assert from_value is not None
+    ready, _source = ready_horizon(i)
+    one_down = predict(replace(current_c, replicas=i.replicas - 1), model, target, base)
+    surge = i.replicas <= 1 or one_down is None or not within(one_down, target)
+    # one pod at a time is replaced, then the change is judged: no pod is saved before that
+    judged = max(i.settings.rollback_evaluation_delay.total_seconds(), i.snapshot.window_seconds)
+    delay = i.replicas * ready + judged
+    horizon = max(0.0, i.settings.fewer_pods_payback.total_seconds() - delay)
+    saved, spent = (pods_now + neg_n) * horizon, i.replicas * ready
+    return FewerPods(
+        key, from_value, value, pods_now, -neg_n, predicted, saved, spent, surge, delay
+    )
+
+
+def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
+    """9b. The fleet meets its SLO, and the model's best move needs fewer pods: the move when it
+    pays (see the module doc), else None. A move whose rollout needs a free GPU, in a pass that
+    has not looked for one, returns `i` asking for it (Inputs.asks_spare_gpu): the handler looks
+    and decides again."""
+    if not i.autotune_acts or not i.rates_trusted or has_problem(i) or i.scaling is None:
+        return i, None
+    if i.state.pending is not None or i.state.canary is not None or retune_blocker(i) is not None:
+        return i, None
+    if i.replicas <= max(1, i.scaling.min_replicas) or not model_knows(i):
+        return i, None
+    looked = i.state.fewer_pods_looked_at
+    if looked is not None and i.now - looked < i.settings.fewer_pods_recheck:
+        return i, None
+    i = replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
+    move = compute_fewer_pods(i)
+    if move is None or not move.pays:
+        return i, None
+    if move.surge and i.spare_gpu is not True:
+        return replace(i, asks_spare_gpu=i.spare_gpu is None), None
+    applied = apply_budget(i, move.field, move.from_value, move.to_value)
+    step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
+    diagnosis = f"the SLO is met on {i.replicas} pods"
+    return i, act(Reason.RETUNE_FOR_FEWER_PODS, diagnosis, step, i.snapshot)

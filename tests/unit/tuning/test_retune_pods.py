@@ -1,0 +1,191 @@
+"""Rule 9b: a budget move that meets the SLO on fewer pods, made when it saves GPU time."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.unit.tuning.support import T0, snap, spec, state
+from vllm_operator.planning.workload import Workload
+from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
+from vllm_operator.tuning.inputs import Inputs
+from vllm_operator.tuning.model import FleetView, MetricsSnapshot, ReadyTime, TuningState
+from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.retune_move import (
+    candidate_of,
+    observed_load,
+    predict,
+    slo_target,
+    within,
+)
+from vllm_operator.tuning.retune_pods import _sized, compute_fewer_pods, decide_fewer_pods
+from vllm_operator.tuning.settings import TuningSettings
+
+# The H100 chat service with the blog's budgets: queue 32, running 16, active 8.
+BLOG: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "slo": {"ttftP95": "500ms", "itlP95": "30ms", "maxRejectionRatio": 0.005},
+    "budgets": {"tokens": {"maxBatchedTokens": 8192}},
+    "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 8},
+}
+# the same service with budgets that fit a pod at its SLO
+FITTED: dict[str, Any] = {
+    **BLOG,
+    "budgets": {
+        "queue": {"maxRequests": 128},
+        "running": {"maxSeqs": 64, "maxActiveSeqs": None},
+        "tokens": {"maxBatchedTokens": 8192},
+    },
+}
+SETTINGS = TuningSettings()
+
+
+def fleet(pods: int, rate: float) -> MetricsSnapshot:
+    """`pods` steady pods at `rate` req/s in all, well within the SLO."""
+    return snap(
+        request_rate=rate,
+        admitted_rate=rate,
+        running=2.0 * rate,
+        itl_p95=0.01,
+        ttft_p95=0.2,
+        prompt_tokens_per_request=1000.0,
+        pods_expected=pods,
+        pods_scraped=pods,
+        fleet=FleetView(desired=pods, ready=pods, updated=pods, rolling=False),
+    )
+
+
+def run(patch: dict[str, Any], pods: int, rate: float, **kw: Any) -> Any:
+    return decide(spec(**patch, replicas=pods), fleet(pods, rate), state(desired_replicas=pods), T0,
+                  **kw)  # fmt: skip
+
+
+def inputs(patch: dict[str, Any], pods: int, rate: float, st: TuningState | None = None) -> Inputs:
+    st = state(desired_replicas=pods) if st is None else st
+    return Inputs(spec(**patch, replicas=pods), fleet(pods, rate), st, T0, SETTINGS, True)
+
+
+def test_blog_budgets_get_one_move_to_fewer_pods_with_its_sums() -> None:
+    d = run(BLOG, 4, 8.0)
+    assert d.reason == Reason.RETUNE_FOR_FEWER_PODS and d.applied
+    assert (d.action.kind, d.action.field, d.action.from_value) == ("SetBudget", "maxActiveSeqs", 8)
+    assert d.action.to_value == 16  # straight to maxSeqs, past nothing in between
+    assert "pod-seconds saved over the payback" in d.message
+    assert "the SLO holds on one pod fewer" in d.message
+    assert d.state.pending is not None and d.state.pending.to_value == 16
+    assert d.state.overrides == {"maxActiveSeqs": 16}
+    assert d.state.retune_cooldown_until == T0 + SETTINGS.retune_cooldown
+    assert d.state.fewer_pods_looked_at == T0
+
+
+def test_the_move_is_predicted_within_the_slo_on_the_fewer_pods() -> None:
+    i = inputs(BLOG, 4, 8.0)
+    move = compute_fewer_pods(i)
+    assert move is not None and move.pays and move.pods_after < move.pods_now <= 4
+    target = slo_target(i)
+    assert target is not None
+    c = candidate_of(i.spec, {move.field: move.to_value}, move.pods_after)
+    p = predict(c, i.spec.model, target, _sized(_load(i), i))
+    assert p is not None and within(p, target)
+    # counted from the end of the rollout (4 pods, a ready time each) and its judgement
+    assert move.delay == 4 * SETTINGS.default_ready_time.total_seconds() + 180.0
+    horizon = SETTINGS.fewer_pods_payback.total_seconds() - move.delay
+    assert move.saved == (move.pods_now - move.pods_after) * horizon
+
+
+def _load(i: Inputs) -> Workload:
+    load = observed_load(i)
+    assert load is not None
+    return load
+
+
+def test_recommend_shows_the_move_and_remembers_the_look() -> None:
+    d = run({**BLOG, "autotune": {"mode": "Recommend"}}, 4, 8.0)
+    assert d.reason == Reason.RETUNE_FOR_FEWER_PODS and not d.applied
+    assert d.state.overrides == {} and d.state.pending is None
+    assert d.state.fewer_pods_looked_at == T0
+
+
+def test_fitted_budgets_get_no_move() -> None:
+    i = inputs(FITTED, 3, 12.0)
+    assert compute_fewer_pods(i) is None
+    looked, decision = decide_fewer_pods(i)
+    assert decision is None and looked.state.fewer_pods_looked_at == T0  # looked, found nothing
+
+
+def test_a_look_waits_for_the_recheck_interval() -> None:
+    recent = T0 - SETTINGS.fewer_pods_recheck + timedelta(seconds=1)
+    d = decide(spec(**BLOG, replicas=4), fleet(4, 8.0),
+               state(desired_replicas=4, fewer_pods_looked_at=recent), T0)  # fmt: skip
+    assert d.reason != Reason.RETUNE_FOR_FEWER_PODS
+    assert d.state.fewer_pods_looked_at == recent
+    due = T0 - SETTINGS.fewer_pods_recheck
+    d = decide(spec(**BLOG, replicas=4), fleet(4, 8.0),
+               state(desired_replicas=4, fewer_pods_looked_at=due), T0)  # fmt: skip
+    assert d.reason == Reason.RETUNE_FOR_FEWER_PODS
+
+
+@pytest.mark.parametrize(
+    "why",
+    [
+        {"state": {"retune_cooldown_until": T0 + timedelta(minutes=5)}},
+        {"state": {"restart_times": (T0, T0)}},  # maxRestartsPerHour 2 spent
+        {"snap": {"itl_p95": 0.05}},  # a problem: rule 1b's, not this rule's
+        {"spec": {"autoscaling": {"minReplicas": 4}}},  # the floor: nothing to save
+    ],
+)
+def test_no_move_when_a_guard_stops_it(why: dict[str, Any]) -> None:
+    s = spec(**{**BLOG, **why.get("spec", {})}, replicas=4)
+    st = state(desired_replicas=4, **why.get("state", {}))
+    i = Inputs(s, replace(fleet(4, 8.0), **why.get("snap", {})), st, T0, SETTINGS, True)
+    assert decide_fewer_pods(i)[1] is None
+
+
+@pytest.mark.parametrize("mode", ["Off", None])
+def test_no_move_without_autotune(mode: str | None) -> None:
+    patch = {**BLOG, "autotune": None if mode is None else {"mode": mode}}
+    assert run(patch, 4, 8.0).reason != Reason.RETUNE_FOR_FEWER_PODS
+
+
+def test_a_rollout_that_would_break_the_slo_asks_for_a_free_gpu() -> None:
+    # 3 pods at 6 req/s: the blog budgets need all 3, so a pod-by-pod restart misses the SLO
+    i = inputs(BLOG, 3, 6.0)
+    move = compute_fewer_pods(i)
+    assert move is not None and move.pays and move.surge
+    asked, decision = decide_fewer_pods(i)
+    assert decision is None and asked.asks_spare_gpu
+    none_free, decision = decide_fewer_pods(replace(i, spare_gpu=False))
+    assert decision is None and not none_free.asks_spare_gpu
+    _, decision = decide_fewer_pods(replace(i, spare_gpu=True))
+    assert decision is not None and decision.reason == Reason.RETUNE_FOR_FEWER_PODS
+    assert "it surges on a free GPU" in decision.message
+
+
+def test_the_handler_looks_for_a_free_gpu_only_when_asked() -> None:
+    looks: list[int] = []
+
+    def observe(answer: bool) -> Any:
+        def look() -> bool:
+            looks.append(1)
+            return answer
+
+        return look
+
+    args = (spec(**BLOG, replicas=3), fleet(3, 6.0), state(desired_replicas=3), T0, SETTINGS, ())
+    assert decide_seeing_spare_gpu(*args, observe(True)).reason == Reason.RETUNE_FOR_FEWER_PODS
+    assert decide_seeing_spare_gpu(*args, observe(False)).reason == Reason.WITHIN_SLO
+    assert len(looks) == 2
+    fitted = (spec(**FITTED, replicas=2), fleet(2, 6.0), state(desired_replicas=2), T0)
+    decide_seeing_spare_gpu(*fitted, SETTINGS, (), observe(True))
+    assert len(looks) == 2  # nothing to surge for: no look
+
+
+def test_a_long_ready_time_makes_the_rollout_cost_more_than_it_saves() -> None:
+    slow = state(desired_replicas=4, ready_time=ReadyTime(3600.0, T0))
+    i = inputs(BLOG, 4, 8.0, slow)
+    move = compute_fewer_pods(i)
+    assert move is not None and not move.pays and move.spent == 4 * 3600.0
+    assert decide_fewer_pods(i)[1] is None
