@@ -8,24 +8,25 @@ as the budgets in force allow it to be, and the SLO is met.
 
 The engine model (the planner's evaluation, as rule 1b uses it) replays the observed workload at
 `1 / forecast_headroom` of its rate (the margin the tuner sizes replicas with, rounded up to a 9%
-step), and finds the
-fewest pods that meet the SLO with the budgets in force, then with each one-field move of rule
-1b's grid (never maxSeqs, within autotune.bounds and vLLM's cross-field rules). A move must keep
-the p95s within the SLO and as many requests in it as the budgets in force on their pods (less
-MIN_GAIN): a p95 just under the SLO can hide a third of the requests missing their own. The
-move that needs the fewest pods (then the most requests in the SLO, then the most served per
-pod) is the target, in one move.
+step), and finds the fewest pods that meet the SLO with the budgets in force, then with each
+one-field move of rule 1b's grid (never maxSeqs, within autotune.bounds and vLLM's cross-field
+rules). A move must keep the p95s within the SLO and as many requests in it as the budgets in
+force on their pods (less MIN_GAIN): a p95 just under the SLO can hide a third of the requests
+missing their own. The move that needs the fewest pods (then the most requests in the SLO, then
+the most served per pod) is the target, in one move.
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
 counted from the end of the rollout (one pod after another, a ready time each) and of its
 judgement, outweigh the GPU time the rollout spends: every pod is replaced once, and each
 replacement holds a GPU that serves nothing for the pods' ready time (the surge pod while it
-loads, or the restarted pod itself). A move for GPU hours
-never trades the SLO for them: without a free GPU of the type the rollout goes pod by pod, so
-it is made only when the model predicts the SLO met on one pod fewer at the present load, and a
-single pod is never restarted for it. The pods themselves are saved by rule 9 once the change
-is judged (rule 1) and the model's capacity for the new budgets says the load fits on fewer.
+loads, or the restarted pod itself); and the pods a fleet runs above what its budgets need are
+kept until the rollout is over (a rolling fleet holds, rule 0d), where rule 9 would shed them.
+A move for GPU hours never trades the SLO for them: without a free GPU of the type the rollout
+goes pod by pod, so it is made only when the model predicts the SLO met on one pod fewer at the
+present load, and a single pod is never restarted for it. The pods themselves are saved by rule
+9 once the change is judged (rule 1) and the model's capacity for the new budgets says the load
+fits on fewer.
 
 A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
 once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
@@ -160,7 +161,11 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     judged = max(i.settings.rollback_evaluation_delay.total_seconds(), i.snapshot.window_seconds)
     delay = i.replicas * ready + judged
     horizon = max(0.0, i.settings.fewer_pods_payback.total_seconds() - delay)
-    saved, spent = (pods_now + neg_n) * horizon, i.replicas * ready
+    # every replacement loads for a ready time; and a fleet above what its budgets need keeps
+    # those pods until the rollout is over (rule 0d holds a rolling fleet), where rule 9 would
+    # have shed them
+    spent = i.replicas * ready + (i.replicas - pods_now) * delay
+    saved = (pods_now + neg_n) * horizon
     return FewerPods(
         key, from_value, value, pods_now, -neg_n, predicted, saved, spent, surge, delay
     )

@@ -94,6 +94,8 @@ def test_the_move_is_predicted_within_the_slo_on_the_fewer_pods() -> None:
     assert move.delay == 4 * SETTINGS.default_ready_time.total_seconds() + 180.0
     horizon = SETTINGS.fewer_pods_payback.total_seconds() - move.delay
     assert move.saved == (move.pods_now - move.pods_after) * horizon
+    ready = SETTINGS.default_ready_time.total_seconds()
+    assert move.spent == 4 * ready + (4 - move.pods_now) * move.delay
 
 
 def _load(i: Inputs) -> Workload:
