@@ -176,8 +176,14 @@ def compute_capacity(key: CapacityKey, catalog: Catalog, horizon: float = HORIZO
     Raises ValueError when vLLM would not start with the key's GPU, model and budgets, and
     KeyError when the catalog has no profile for the GPU or the model.
     """
+    return largest_rate(lambda rate: _meets(key, catalog, rate, horizon))
+
+
+def largest_rate(meets: Callable[[float], bool]) -> float:
+    """The largest per-pod rate (req/s) that `meets`, to RELATIVE_PRECISION: doubling from
+    MIN_RATE until one misses, then bisection; 0 when MIN_RATE misses, MAX_RATE at most."""
     low, high = 0.0, MIN_RATE
-    while _meets(key, catalog, high, horizon):  # double until a rate misses
+    while meets(high):  # double until a rate misses
         low, high = high, high * 2
         if high > MAX_RATE:
             return MAX_RATE
@@ -185,7 +191,7 @@ def compute_capacity(key: CapacityKey, catalog: Catalog, horizon: float = HORIZO
         return 0.0
     while high - low > RELATIVE_PRECISION * low:
         mid = (low + high) / 2
-        low, high = (mid, high) if _meets(key, catalog, mid, horizon) else (low, mid)
+        low, high = (mid, high) if meets(mid) else (low, mid)
     return low
 
 

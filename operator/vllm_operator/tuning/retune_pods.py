@@ -13,7 +13,11 @@ one-field move of rule 1b's grid (never maxSeqs, within autotune.bounds and vLLM
 rules). A move must keep the p95s within the SLO and as many requests in it as the budgets in
 force on their pods (less MIN_GAIN): a p95 just under the SLO can hide a third of the requests
 missing their own. The move that needs the fewest pods (then the most requests in the SLO, then
-the most served per pod) is the target, in one move.
+the most served per pod) is the target, in one move, if what one pod serves within the SLO
+(the model's capacity for the workload's mix) is no lower with it: fewer pods at today's load
+must not mean more at the peak (a smaller token budget can fit a trough on one pod and need
+twice the pods at noon). Nor is a move made while the arrivals forecast rises: a rolling fleet
+holds (rule 0d), so the replica lever would be out of reach while the load climbs.
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
@@ -39,10 +43,11 @@ from dataclasses import dataclass, replace
 
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
-from vllm_operator.tuning.forecast import ready_horizon
+from vllm_operator.tuning.forecast import forecast, ready_horizon, rising
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
+from vllm_operator.tuning.model_capacity import largest_rate
 from vllm_operator.tuning.outcome import Move, act
 from vllm_operator.tuning.problem_wait import has_problem
 from vllm_operator.tuning.reasons import Reason
@@ -117,6 +122,17 @@ def fewest_pods(
     return best
 
 
+def pod_capacity(c: Candidate, model: str, target: Target, load: Workload) -> float:
+    """What one pod of `c` serves within the SLO for `load`'s mix (req/s), by the model."""
+    one = replace(c, replicas=1)
+
+    def meets(rate: float) -> bool:
+        p = predict(one, model, target, replace(load, rate=round(rate, 4)))
+        return p is not None and within(p, target)
+
+    return largest_rate(meets)
+
+
 def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     """The model's one-field move that meets the SLO on the fewest pods, or None when no move
     needs fewer pods than the budgets in force (or the model cannot tell)."""
@@ -154,6 +170,10 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     (neg_n, _, _), key, value, predicted = best
     from_value = i.budget(key)
     assert from_value is not None
+    # fewest pods at today's load is not enough: at a higher load the move must not need more
+    moved_c = candidate_of(i.spec, {**i.state.overrides, key: value}, 1)
+    if pod_capacity(moved_c, model, target, load) < pod_capacity(current_c, model, target, load):
+        return None
     ready, _source = ready_horizon(i)
     one_down = predict(replace(current_c, replicas=i.replicas - 1), model, target, base)
     surge = i.replicas <= 1 or one_down is None or not within(one_down, target)
@@ -182,6 +202,9 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.replicas <= max(1, i.scaling.min_replicas) or not model_knows(i):
         return i, None
+    ahead = forecast(i)
+    if ahead is not None and rising(ahead):
+        return i, None  # a rolling fleet holds (rule 0d): no rollout while the load climbs
     looked = i.state.fewer_pods_looked_at
     if looked is not None and i.now - looked < i.settings.fewer_pods_recheck:
         return i, None

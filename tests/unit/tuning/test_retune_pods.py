@@ -12,7 +12,13 @@ from tests.unit.tuning.support import T0, snap, spec, state
 from vllm_operator.planning.workload import Workload
 from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
 from vllm_operator.tuning.inputs import Inputs
-from vllm_operator.tuning.model import FleetView, MetricsSnapshot, ReadyTime, TuningState
+from vllm_operator.tuning.model import (
+    FleetView,
+    MetricsSnapshot,
+    RateSample,
+    ReadyTime,
+    TuningState,
+)
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import (
     candidate_of,
@@ -21,7 +27,12 @@ from vllm_operator.tuning.retune_move import (
     slo_target,
     within,
 )
-from vllm_operator.tuning.retune_pods import _sized, compute_fewer_pods, decide_fewer_pods
+from vllm_operator.tuning.retune_pods import (
+    _sized,
+    compute_fewer_pods,
+    decide_fewer_pods,
+    pod_capacity,
+)
 from vllm_operator.tuning.settings import TuningSettings
 
 # The H100 chat service with the blog's budgets: queue 32, running 16, active 8.
@@ -191,3 +202,24 @@ def test_a_long_ready_time_makes_the_rollout_cost_more_than_it_saves() -> None:
     move = compute_fewer_pods(i)
     assert move is not None and not move.pays and move.spent == 4 * 3600.0
     assert decide_fewer_pods(i)[1] is None
+
+
+def test_the_move_raises_what_one_pod_serves() -> None:
+    i = inputs(BLOG, 4, 8.0)
+    move, target = compute_fewer_pods(i), slo_target(i)
+    assert move is not None and target is not None
+    load = _sized(_load(i), i)
+    now = pod_capacity(candidate_of(i.spec, {}, 1), i.spec.model, target, load)
+    moved = pod_capacity(candidate_of(i.spec, {move.field: move.to_value}, 1), i.spec.model,
+                         target, load)  # fmt: skip
+    assert moved > now > 0
+
+
+def test_no_look_while_the_arrivals_rise() -> None:
+    # 5 req/s two and a half minutes ago, 8 now: the forecast rises
+    climbing = tuple(RateSample(T0 - timedelta(seconds=30 * k), 8.0 - 0.6 * k) for k in (5, 4, 3))
+    st = state(desired_replicas=4, arrivals=climbing)
+    d = decide(spec(**BLOG, replicas=4), fleet(4, 8.0), st, T0)
+    assert d.forecast is not None and d.forecast.rate > d.forecast.now_rate
+    assert d.reason != Reason.RETUNE_FOR_FEWER_PODS
+    assert d.state.fewer_pods_looked_at is None  # looked at again once the rise is over
