@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,8 +24,10 @@ from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.passes import PassQueue
 from vllm_operator.handlers.periodic import run_periodically
+from vllm_operator.handlers.pod_watch import PodWatches
 from vllm_operator.handlers.reconcile import reconcile_by_name, spec_unreconciled
 from vllm_operator.handlers.tune import tune
+from vllm_operator.k8s.client import KubeClient
 from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
 
 # Spec passes wait on the API server (a Service create waits for its ClusterIP): more of them
@@ -54,6 +57,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         serve_metrics(deps.cfg.metrics_port, deps.cfg.metrics_address)
     start_passes(memo, deps)
     start_periodic(memo, deps)
+    start_pod_watch(memo, deps)
 
 
 def start_passes(memo: kopf.Memo, deps: Deps) -> None:
@@ -107,6 +111,8 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
     def active() -> bool:
         return gate is None or gate.held
 
+    memo.active = active
+
     def resync(body: dict[str, Any]) -> None:
         started = time.monotonic()
         # The listed copy is up to a period old: a spec edited since would be rendered back into
@@ -130,9 +136,29 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
     memo.periodic = tasks
 
 
+def start_pod_watch(memo: kopf.Memo, deps: Deps) -> None:
+    """The pods, from a watch of the operator's own (handlers/pod_watch.py), not kopf's: the
+    Deployment events read the scheduling state from it, and a pod that has just become stuck
+    (no node fits it, its server crash-loops) gets its service a status pass, so Degraded says
+    so when the Deployment does not change."""
+
+    def news(key: tuple[str, str]) -> None:
+        if memo.active():  # a standby replica (HA) keeps the table but passes nothing
+            seen = Seen(pods=memo.pods.pods_of(key), only=frozenset({"Deployment"}))
+            memo.status_passes.submit(key, seen)
+
+    memo.stop_pods = threading.Event()
+    namespaces: tuple[str, ...] = tuple(getattr(memo, "namespaces", ()))
+    if not isinstance(deps.kube, KubeClient):  # build_deps makes one; nothing else runs this
+        raise TypeError("the pod watch needs k8s/client.py's KubeClient")
+    memo.pods = PodWatches(deps.kube, namespaces, news, memo.stop_pods)
+    memo.pods.start()
+
+
 @kopf.on.cleanup()
 async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
     memo.stop_periodic.set()
+    memo.stop_pods.set()
     await asyncio.gather(*memo.periodic, return_exceptions=True)
     memo.spec_passes.shutdown()
     memo.status_passes.shutdown()
@@ -163,28 +189,11 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
         memo.spec_passes.submit(key, dict(body))
 
 
-@kopf.index("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
-async def vllm_pods(
-    namespace: str | None, labels: kopf.Labels, status: kopf.Status, **_: Any
-) -> Any:
-    """Pods by (namespace, VLLMService), with just what status needs: conditions (scheduling)
-    and container statuses (crash loops)."""
-    parent = labels.get(c.LABEL_SERVICE)
-    if not parent:
-        return None
-    kept = {k: list(status.get(k) or []) for k in ("conditions", "containerStatuses")}
-    return {(namespace, parent): {"status": kept}}
-
-
-def _pods_of(index: kopf.Index[Any, Any], namespace: str, parent: str) -> list[dict[str, Any]]:
-    return list(index.get((namespace, parent), []))
-
-
 @kopf.on.event("apps", "v1", "deployments", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
-async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **kwargs: Any) -> None:
+async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """A Deployment changed (rollout progress, an edit): status and drift follow at once.
 
-    The event carries the Deployment and the pod index the scheduling state, so the pass reads
+    The event carries the Deployment and the pod watch the scheduling state, so the pass reads
     only the parent; the other children wait for the resync timer. Events that come while the
     service's pass waits are folded into it (the newest Deployment wins).
     """
@@ -194,36 +203,10 @@ async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **kwa
         return  # a canary's progress is the tuner's to read (handlers/canary.py), not status
     seen = Seen(
         children={} if type == "DELETED" else {"Deployment": dict(body)},
-        pods=_pods_of(kwargs["vllm_pods"], namespace, parent),
+        pods=memo.pods.pods_of((namespace, parent)),
         only=frozenset({"Deployment"}),
     )
     memo.status_passes.submit((namespace, parent), seen)
-
-
-def _stuck(status: kopf.Status, **_: Any) -> bool:
-    """No node fits the pod, or the kubelet restarts its containers in back-off."""
-    unschedulable = any(
-        x.get("reason") == c.REASON_UNSCHEDULABLE for x in status.get("conditions") or []
-    )
-    waits = (
-        (x.get("state") or {}).get("waiting") or {} for x in status.get("containerStatuses") or []
-    )
-    return unschedulable or any(w.get("reason") == c.REASON_CRASH_LOOP for w in waits)
-
-
-@kopf.on.event("v1", "pods", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY}, when=_stuck)
-async def on_stuck_pod(
-    namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kwargs: Any
-) -> None:
-    """No node fits a pod, or its server crash-loops: the Deployment may not change at that
-    moment (or its event may come before the pod's reaches the index), so this is how Degraded
-    learns it."""
-    parent = labels.get(c.LABEL_SERVICE)
-    if parent and namespace:
-        pods = _pods_of(kwargs["vllm_pods"], namespace, parent)
-        memo.status_passes.submit(
-            (namespace, parent), Seen(pods=pods, only=frozenset({"Deployment"}))
-        )
 
 
 @kopf.on.probe(id="reconciling")

@@ -8,7 +8,8 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
   ones (monitors, NetworkPolicy) are deleted when the spec switches them off.
 - Deployments also list/watch: a kopf event handler follows the children's rollouts; delete for
   a canary Deployment once its budget change is promoted or removed (docs/rollouts.md §5).
-- Pods: list/watch, kopf indexes the operator's pods and follows unschedulable ones (Degraded).
+- Pods: list/watch, the operator's own watch of its pods (handlers/pod_watch.py): what status
+  reads of them, and a status pass when one becomes unschedulable or crash-loops (Degraded).
 - Events: create (the operator's and kopf's own).
 */}}
 {{- define "vllm-operator.namespacedRules" -}}

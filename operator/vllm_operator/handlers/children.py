@@ -25,7 +25,7 @@ _HERE = InlineExecutor()
 
 @dataclass(frozen=True)
 class Seen:
-    """What the caller already observed (a watch event, a kopf index): no need to GET it again.
+    """What the caller already observed (a watch event, the pod watch): no need to GET it again.
 
     `only` limits the pass to these child kinds; an event on the Deployment needs neither the
     Service nor the monitors read back, and the resync timer still checks every child.

@@ -28,6 +28,7 @@ from vllm_operator.handlers.status_write import apply_status, retry_on_stale_rea
 from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.gpu import bound_nodes, summarize_gpu
+from vllm_operator.status.pods import crash_looping, unschedulable
 from vllm_operator.status.summarize import (
     Observed,
     newsworthy,
@@ -73,12 +74,7 @@ def selector_for(name: str) -> str:
 
 def unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
     """The scheduler's verdict on Pending pods, as one sentence (None: every pod placed)."""
-    stuck = [
-        str(cond.get("message", ""))
-        for pod in pods
-        for cond in pod.get("status", {}).get("conditions") or []
-        if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable"
-    ]
+    stuck = [message for message in map(unschedulable, pods) if message is not None]
     if not stuck:
         return None
     return f"{len(stuck)}/{len(pods)} pods cannot be scheduled: {stuck[0]}"
@@ -86,12 +82,7 @@ def unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
 
 def crash_loop_message(pods: list[dict[str, Any]]) -> str | None:
     """The kubelet's back-off on containers that keep exiting, as one sentence (None: none)."""
-    looping = [
-        cs
-        for pod in pods
-        for cs in pod.get("status", {}).get("containerStatuses") or []
-        if (cs.get("state", {}).get("waiting") or {}).get("reason") == c.REASON_CRASH_LOOP
-    ]
+    looping = [cs for pod in pods for cs in crash_looping(pod)]
     if not looping:
         return None
     first = looping[0]

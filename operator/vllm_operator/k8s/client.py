@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from vllm_operator import __version__
 from vllm_operator import constants as c
@@ -42,6 +44,10 @@ API_CONNECTIONS = 48  # kept open: at least the threads that may send requests a
 
 class NotFoundError(Exception):
     """The object does not exist."""
+
+
+class WatchExpiredError(Exception):
+    """410 Gone: the resourceVersion a watch resumes from is compacted away; list again."""
 
 
 def build_api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -117,7 +123,7 @@ class KubeClient:
     api: client.ApiClient
     writes: int = 0  # counted for the benchmark's "writes while idle" figure
 
-    def _request(
+    def _send(
         self,
         method: str,
         path: str,
@@ -125,7 +131,9 @@ class KubeClient:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
-    ) -> dict[str, Any]:
+        timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> Any:
+        """The response, its body not read yet (a watch streams it)."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -139,16 +147,78 @@ class KubeClient:
             body=body,
             auth_settings=["BearerToken"],
         )
-        resp = self.api.call_api(
-            method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT
+        return self.api.call_api(
+            method, url, header_params=headers, body=body, _request_timeout=timeout
         )
-        data: bytes = resp.read()  # type: ignore[no-untyped-call]
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str | None = None,
+    ) -> dict[str, Any]:
+        resp = self._send(method, path, body=body, query=query, content_type=content_type)
+        data: bytes = resp.read()
         if resp.status == 404:
             raise NotFoundError(path)
         if resp.status >= 400:
             raise ApiException(http_resp=resp, body=data.decode(errors="replace"))
         result: dict[str, Any] = json.loads(data) if data else {}
         return result
+
+    def list_at(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The objects and the list's resourceVersion, for a watch to resume from."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        found = self._request("GET", resource_path(api_version, kind, namespace), query=query)
+        for item in found["items"]:  # a list's items carry neither field
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return found["items"], str(found["metadata"]["resourceVersion"])
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: str,
+        resource_version: str,
+        timeout_seconds: int,
+    ) -> Iterator[dict[str, Any]]:
+        """The watch events ({type, object}) after `resource_version`, bookmarks included,
+        until the server ends the watch after `timeout_seconds`. WatchExpiredError on 410 Gone."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        path = resource_path(api_version, kind, namespace)
+        resp = self._send("GET", path, query=query, timeout=(5.0, timeout_seconds + 30.0))
+        if resp.status == 410:
+            raise WatchExpiredError(path)
+        if resp.status >= 400:
+            raise ApiException(http_resp=resp, body=resp.read().decode(errors="replace"))
+        stream = resp.response
+        try:
+            for line in iter_resp_lines(stream):  # type: ignore[no-untyped-call]
+                if not line:
+                    continue
+                event: dict[str, Any] = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        raise WatchExpiredError(path)
+                    raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                yield event
+        finally:
+            stream.release_conn()
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
