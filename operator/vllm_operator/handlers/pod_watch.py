@@ -13,36 +13,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.passes import retry_delay
-from vllm_operator.k8s.client import WatchExpiredError
+from vllm_operator.k8s.client import KubeClient, WatchExpiredError
 from vllm_operator.status.pods import PodTable, ServiceKey
 
 log = logging.getLogger("vllm_operator.pod_watch")
 
 SELECTOR = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
 WATCH_SECONDS = 300  # the server ends a watch after this; it resumes from the last version
-
-
-class Watching(Protocol):
-    """What the watch needs of the API client (k8s/client.py's KubeClient)."""
-
-    def list_at(
-        self, api_version: str, kind: str, namespace: str | None, label_selector: str
-    ) -> tuple[list[dict[str, Any]], str]: ...
-
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        label_selector: str,
-        resource_version: str,
-        timeout_seconds: int,
-    ) -> Iterator[dict[str, Any]]: ...
 
 
 class PodWatch:
@@ -55,7 +37,7 @@ class PodWatch:
 
     def __init__(
         self,
-        kube: Watching,
+        kube: KubeClient,
         namespace: str | None,
         news: Callable[[ServiceKey], None],
         stop: threading.Event,
@@ -130,7 +112,7 @@ class PodWatches:
 
     def __init__(
         self,
-        kube: Watching,
+        kube: KubeClient,
         namespaces: tuple[str, ...],
         news: Callable[[ServiceKey], None],
         stop: threading.Event,
