@@ -217,7 +217,8 @@ class KubeClient:
                         raise WatchExpiredError(path)
                     raise ApiException(status=obj.get("code"), reason=obj.get("message"))
                 yield event
-        finally:
+        finally:  # as the client's own Watch does: a stream left half-read is not pooled again
+            stream.close()
             stream.release_conn()
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
