@@ -2,11 +2,11 @@
 
 kopf watched the pods before (an index and a handler for stuck pods), and ran its per-event
 machinery (handler selection, per-object state, the filters, in the event loop) for each of the
-five or so events of every pod: most of the operator's CPU while a fleet starts
+five or so events of every pod: 3.4 CPU-s per 300 services while a fleet starts
 (docs/operator-scale.md). Here an event is one JSON parse and a dict update in the PodTable
 (status/pods.py), which keeps what status reads and says when to pass a service again. The
-watch asks the API server for the operator's pods only (the managed-by label): kopf filtered
-every pod of the cluster on its side.
+watch asks the API server for the operator's pods only (the managed-by label): kopf received
+every pod of the watched namespaces and filtered on its side.
 """
 
 from __future__ import annotations
