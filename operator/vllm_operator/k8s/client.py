@@ -151,16 +151,9 @@ class KubeClient:
             method, url, header_params=headers, body=body, _request_timeout=timeout
         )
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        query: list[tuple[str, str]] | None = None,
-        content_type: str | None = None,
-    ) -> dict[str, Any]:
-        resp = self._send(method, path, body=body, query=query, content_type=content_type)
+    def _request(self, method: str, path: str, **send: Any) -> dict[str, Any]:
+        """The answer's JSON; `send`: _send's keywords (body, query, content_type)."""
+        resp = self._send(method, path, **send)
         data: bytes = resp.read()
         if resp.status == 404:
             raise NotFoundError(path)
