@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,15 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.scale_probes import Watcher, audit_writes, component_pid, cpu_seconds, peak_rss_mib
+from bench.scale_probes import (
+    Watcher,
+    audit_writes,
+    component_pid,
+    count_delta,
+    cpu_seconds,
+    peak_rss_mib,
+    read_counts,
+)
 from bench.scale_report import LAGS, summarize, write_report
 
 from vllm_operator import constants as c
@@ -166,19 +175,27 @@ def wait_ready(w: Watcher, kind: str, n: int, tag: str, timeout: float) -> None:
 
 
 def run_arm(
-    arm: str, k: int, n: int, kube: KubeClient, audit_log: Path, profile: Path | None = None
+    arm: str,
+    k: int,
+    n: int,
+    kube: KubeClient,
+    audit_log: Path,
+    profile: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """One arm's run; `env`: more environment for the operator (another tree's PYTHONPATH)."""
     ns = f"bench-{arm}-{k}-{int(time.time())}"
     tag = f"{arm} #{k + 1}"
     create_namespace(kube, ns)
     bodies = workload(n, ns)
     items = raw_children(bodies) if arm == "raw" else [[b] for b in bodies]
-    op = start_operator(ns, f"{n}_{k}", {}, profile) if arm == "operator" else None
+    op = start_operator(ns, f"{n}_{k}", env or {}, profile) if arm == "operator" else None
     proc = op.pid if op else os.getpid()
     w = Watcher(kube, ns)
     w.start()
     time.sleep(1)  # let the watches open before the first apply
     api_pid, etcd_pid = component_pid("kube-apiserver"), component_pid("etcd")
+    served0 = read_counts(kube)  # outside the CPU window: parsing it is the bench's own work
     cpu0 = (cpu_seconds(api_pid), cpu_seconds(etcd_pid), cpu_seconds(proc))
     log(f"{tag}: applying {n} to {ns}")
     t0 = time.monotonic()
@@ -186,6 +203,7 @@ def run_arm(
     kind = c.KIND if arm == "operator" else "Deployment"
     wait_ready(w, kind, n, tag, timeout=max(120.0, n * 0.4))
     cpu1 = (cpu_seconds(api_pid), cpu_seconds(etcd_pid), cpu_seconds(proc))
+    served = count_delta(served0, read_counts(kube))
     ready = [t for (kd, _), t in list(w.ready.items()) if kd == kind]
     lags = [
         w.ready[(c.KIND, name)] - w.ready[("Deployment", name)]
@@ -212,6 +230,7 @@ def run_arm(
         "etcd_cpu_s": round(cpu1[1] - cpu0[1], 2),
         "client_cpu_s": round(cpu1[2] - cpu0[2], 2),
         "client_rss_mib": peak_rss_mib(proc) if op else None,
+        "served": served,  # by the API server to every client, the bench's watches included
         "ready_times": [t - t0 for t in ready],
         "ready_lags": lags,
         "pickup_lags": pickups,
@@ -281,6 +300,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.services < 1 or args.runs < (0 if args.profile else 1) or args.idle < 0:
         parser.error("--services must be >= 1, --runs >= 1 (0 with --profile), --idle >= 0")
+    kube, audit_log = connect(parser)
+    with bench_fleet(kube, args.services) as replicas:
+        return run_session(args, kube, audit_log, replicas)
+
+
+def connect(parser: argparse.ArgumentParser) -> tuple[KubeClient, Path]:
+    """The bench's client of the local cluster (its CRDs applied) and the cluster's audit log."""
     kubeconfig = os.environ.get("KUBECONFIG") or str(ROOT / ".cluster" / "kubeconfig")
     audit_log = Path(os.environ.get("VLLMOP_AUDIT_LOG", ""))
     if not Path(kubeconfig).exists() or not audit_log.is_file():
@@ -294,11 +320,27 @@ def main() -> int:
         check=True,
         capture_output=True,
     )
+    return kube, audit_log
+
+
+@contextlib.contextmanager
+def bench_fleet(kube: KubeClient, services: int) -> Iterator[int]:
+    """Nodes for every replica of `services` of the workload while the block runs; yields the
+    workload's replicas per service."""
     replicas = int(yaml.safe_load(WORKLOAD.read_text())["spec"].get("replicas", 1))
-    nodes = bench_nodes(args.services * replicas)
+    nodes = bench_nodes(services * replicas)
     for node in nodes:
         with contextlib.suppress(Exception):
             kube.create(node)
+    try:
+        yield replicas
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                kube._request("DELETE", resource_path("v1", "Node", None, node["metadata"]["name"]))
+
+
+def run_session(args: argparse.Namespace, kube: KubeClient, audit_log: Path, replicas: int) -> int:
     meta: dict[str, Any] = {
         "services": args.services,
         "runs": args.runs,
@@ -310,26 +352,21 @@ def main() -> int:
         "profiled_run": None,
     }
     runs: list[dict[str, Any]] = []
-    try:
-        for k in range(args.runs):
-            order = ("raw", "operator") if k % 2 == 0 else ("operator", "raw")
-            for arm in order:
-                runs.append(run_arm(arm, k, args.services, kube, audit_log))
-                write_report(OUT, args.stem, meta, runs)  # a session cut short keeps its runs
-        if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
-            where = OUT / f"{args.stem}.profile.json"
-            profiled = run_arm("operator", args.runs, args.services, kube, audit_log, where)
-            lags = summarize([profiled])
-            meta["profiled_run"] = {
-                **{k: v for k, v in profiled.items() if not isinstance(v, list)},
-                **{key: lags.get(key) for key, _ in LAGS},
-            }
-        if args.idle:
-            meta["idle"] = idle_check(args.services, kube, audit_log, args.idle)
-    finally:
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                kube._request("DELETE", resource_path("v1", "Node", None, node["metadata"]["name"]))
+    for k in range(args.runs):
+        order = ("raw", "operator") if k % 2 == 0 else ("operator", "raw")
+        for arm in order:
+            runs.append(run_arm(arm, k, args.services, kube, audit_log))
+            write_report(OUT, args.stem, meta, runs)  # a session cut short keeps its runs
+    if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
+        where = OUT / f"{args.stem}.profile.json"
+        profiled = run_arm("operator", args.runs, args.services, kube, audit_log, where)
+        lags = summarize([profiled])
+        meta["profiled_run"] = {
+            **{k: v for k, v in profiled.items() if not isinstance(v, list)},
+            **{key: lags.get(key) for key, _ in LAGS},
+        }
+    if args.idle:
+        meta["idle"] = idle_check(args.services, kube, audit_log, args.idle)
     print(write_report(OUT, args.stem, meta, runs))
     return 0
 

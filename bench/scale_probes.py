@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,46 @@ def peak_rss_mib(pid: int) -> float:
 
 def component_pid(name: str) -> int:
     return int((Path(os.environ["VLLMOP_KWOK_CLUSTER_DIR"]) / "pids" / f"{name}.pid").read_text())
+
+
+# apiserver_request_total: every request served, by verb and resource (summed over codes, scopes)
+# apiserver_watch_events_total: events sent to watchers, by resource
+_COUNTED = ("apiserver_request_total", "apiserver_watch_events_total")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_counts(text: str) -> dict[str, float]:
+    """The API server's request and watch-event counters from its /metrics, as
+    "VERB resource[/subresource]" and "watch events resource" (a label missing counts as "")."""
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if name not in _COUNTED:
+            continue
+        labels_text, _, value = rest.rpartition("} ")
+        labels = dict(_LABEL.findall(labels_text))
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        key = (
+            f"{labels.get('verb', '')} {resource}"
+            if name == _COUNTED[0]
+            else f"watch events {resource}"
+        )
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def count_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    """What was served between two readings (counters only grow; keys new in `after` too)."""
+    delta = {k: round(v - before.get(k, 0.0)) for k, v in after.items()}
+    return {k: v for k, v in sorted(delta.items()) if v}
+
+
+def read_counts(kube: KubeClient) -> dict[str, float]:
+    """The API server's counters now (its /metrics; the bench's kubeconfig may read it)."""
+    resp = kube._send("GET", "/metrics", timeout=(5.0, 60.0))
+    return parse_counts(resp.read().decode())
 
 
 def audit_writes(audit_log: Path, namespace: str) -> dict[str, int]:
