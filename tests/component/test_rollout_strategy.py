@@ -96,3 +96,27 @@ def test_passes_between_rollouts_keep_the_stored_strategy() -> None:
     assert deployment(kube)["spec"]["strategy"] == ONE_DOWN
     assert kube.writes == writes  # and nothing is applied for it
     assert len(warnings(kube)) == 1
+
+
+def pending_pod(name: str) -> dict[str, Any]:
+    """One of the service's pods that no node fits."""
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team-a", "labels": {c.LABEL_SERVICE: "chat"}},
+        "spec": {"containers": [{"name": "vllm"}]},
+        "status": {"phase": "Pending", "conditions": [scheduled]},
+    }
+
+
+def test_unschedulable_pods_widen_the_allowance_so_the_rollout_does_not_stall() -> None:
+    """3 asked for, 1 Pending for want of a GPU: the Deployment controller counts it as
+    unavailable, so maxUnavailable 1 would stall with the first new pod Pending too."""
+    kube = FakeKube()
+    kube.put(pending_pod("chat-pending"))
+    dep = retune(kube, replicas=3, taken=8)
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 2}
+    (message,) = warnings(kube)
+    assert "1/2 serving meanwhile (1 unschedulable pods count as unavailable)" in message

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_operator import constants as c
-from vllm_operator.status.pods import PodTable, stuck_reason
+from vllm_operator.status.pods import PodTable, count_unschedulable, stuck_reason
+from vllm_operator.tuning.report import build_fleet_view
 
 STATES = ("pending", "unschedulable", "running", "crash-loop")
 
@@ -125,3 +126,20 @@ def test_after_any_events_the_table_is_that_of_the_objects_they_leave(events: An
     stuck = {(ns, o["metadata"]["labels"][c.LABEL_SERVICE]) for (ns, _), o in final.items()
              if stuck_reason(o)}  # fmt: skip
     assert stuck <= told
+
+
+@given(st.lists(st.tuples(st.sampled_from(STATES), st.booleans()), max_size=12))
+def test_unschedulable_pods_are_counted_unless_leaving(states: list[tuple[str, bool]]) -> None:
+    """The tuner's replica cap and the rollout's allowance (status/pods.py count_unschedulable);
+    the tuner's fleet view carries the same count."""
+    pods = []
+    for n, (state, leaving) in enumerate(states):
+        p = pod(f"chat-{n}", state)
+        if leaving:
+            p["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
+        pods.append(p)
+    expected = sum(1 for state, leaving in states if state == "unschedulable" and not leaving)
+    assert count_unschedulable(pods) == expected
+    deployment = {"spec": {"replicas": len(pods)}, "status": {}}
+    view = build_fleet_view(deployment, pods)
+    assert view is not None and view.unschedulable == expected

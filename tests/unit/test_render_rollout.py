@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vllm_operator.catalog import DEFAULT_GPU_TYPES
 from vllm_operator.render.rollout import (
@@ -95,3 +97,37 @@ def test_a_fallback_type_counts() -> None:
     a100 = node(product="NVIDIA-A100-SXM4-80GB")
     assert has_spare_gpu([a100], [], [H100], 1) is False
     assert has_spare_gpu([a100], [], [H100, A100], 1) is True
+
+
+@pytest.mark.parametrize(
+    ("replicas", "unplaced", "spare", "rolling", "says"),
+    [
+        # 2 serving, 1 Pending: it uses up maxUnavailable 1, so the allowance is 2
+        (3, 1, False, {"maxSurge": 0, "maxUnavailable": 2}, "1/2 serving meanwhile"),
+        (5, 2, None, {"maxSurge": 0, "maxUnavailable": 3}, ""),
+        # one pod serving: never taken down, the new pod waits beside it
+        (3, 2, False, SURGE["rollingUpdate"], "the new pod waits"),
+        (2, 2, False, SURGE["rollingUpdate"], "the new pod waits"),
+        (3, 1, True, SURGE["rollingUpdate"], ""),  # a free GPU: the surge, as always
+        (3, 9, False, SURGE["rollingUpdate"], "the new pod waits"),  # more than asked: all
+    ],
+)
+def test_unschedulable_pods_widen_the_allowance(
+    replicas: int, unplaced: int, spare: bool | None, rolling: dict[str, int], says: str
+) -> None:
+    choice = compute_rollout_strategy(replicas, spare, unplaced)
+    assert choice.strategy["rollingUpdate"] == rolling
+    assert says in choice.message and bool(choice.message) == bool(says)
+
+
+@given(st.integers(0, 40), st.integers(0, 45), st.sampled_from([True, False, None]))
+def test_a_rollout_takes_at_most_one_serving_pod(
+    replicas: int, unplaced: int, spare: bool | None
+) -> None:
+    """The Deployment controller counts Pending pods as unavailable first, so the serving pods
+    it may stop at once are maxUnavailable minus those; never more than one, never the last."""
+    rolling = compute_rollout_strategy(replicas, spare, unplaced).strategy["rollingUpdate"]
+    placed = replicas - min(unplaced, replicas)
+    stoppable = max(0, rolling["maxUnavailable"] - min(unplaced, replicas))
+    assert stoppable <= 1
+    assert placed == 0 or stoppable < placed

@@ -28,7 +28,7 @@ from vllm_operator.handlers.status_write import apply_status, retry_on_stale_rea
 from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.gpu import bound_nodes, summarize_gpu
-from vllm_operator.status.pods import crash_looping, unschedulable
+from vllm_operator.status.pods import crash_looping, selector_for, unschedulable
 from vllm_operator.status.summarize import (
     Observed,
     newsworthy,
@@ -66,10 +66,6 @@ def one_pass_at_a_time(namespace: str, name: str) -> Iterator[None]:
             holder = _locks[(namespace, name)] = _ObjectLock()
     with holder.lock:
         yield
-
-
-def selector_for(name: str) -> str:
-    return f"{c.LABEL_SERVICE}={name}"
 
 
 def unschedulable_message(pods: list[dict[str, Any]]) -> str | None:

@@ -22,6 +22,7 @@ from vllm_operator.render.rollout import (
     pod_template_hash,
     with_strategy,
 )
+from vllm_operator.status.pods import count_unschedulable, selector_for
 
 
 def choose_strategy(
@@ -40,7 +41,10 @@ def choose_strategy(
     ):
         return with_strategy(desired, stored) if stored else desired
     replicas = int(current.get("spec", {}).get("replicas", 1))
-    choice = compute_rollout_strategy(replicas, observe_spare_gpu(deps, svc, logger))
+    spare = observe_spare_gpu(deps, svc, logger)
+    choice = compute_rollout_strategy(
+        replicas, spare, observe_unplaced(deps, svc) if not spare else 0
+    )
     if choice.message:
         message = f"{choice.message}."
         deps.kube.emit_event(
@@ -52,6 +56,12 @@ def choose_strategy(
         )
         logger.info("%s/%s rollout: %s", svc.namespace, svc.name, choice.message)
     return with_strategy(desired, choice.strategy)
+
+
+def observe_unplaced(deps: Deps, svc: VLLMService) -> int:
+    """The service's pods the scheduler found no node for (status/pods.py)."""
+    pods = deps.kube.list("v1", "Pod", svc.namespace or "", selector_for(svc.name))
+    return count_unschedulable(pods)
 
 
 def observe_spare_gpu(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> bool | None:

@@ -19,7 +19,7 @@ from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import canary_enabled, judge_running_canary
 from vllm_operator.handlers.deps import Deps
-from vllm_operator.handlers.reconcile import reconcile, selector_for
+from vllm_operator.handlers.reconcile import reconcile
 from vllm_operator.handlers.rollout import observe_spare_gpu
 from vllm_operator.handlers.status_write import (
     STALE_ATTEMPTS,
@@ -29,6 +29,7 @@ from vllm_operator.handlers.status_write import (
 )
 from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
 from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
+from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide_seeing_spare_gpu
 from vllm_operator.tuning.limits import compute_at_bound

@@ -5,6 +5,10 @@ Surge: where a GPU of the type is free, a rollout starts one new pod before it s
 would wait Pending; with two or more replicas the rollout then replaces one pod at a time
 (maxSurge 0, maxUnavailable 1), and a single replica keeps the surge strategy all the same: its
 new pod waits for a GPU while the old one serves, which is a stalled rollout, never zero pods.
+Pods no node can place (Unschedulable) count as unavailable to the Deployment controller, so
+with maxUnavailable 1 they would use up the allowance and stall the rollout with its first new
+pod Pending; the allowance is 1 plus those pods, which still replaces one serving pod at a time
+(kubernetes pkg/controller/deployment/rolling.go, reconcileOldReplicaSets).
 
 Drain: vLLM 0.33 on SIGTERM stops the engine with `--shutdown-timeout` seconds for in-flight
 requests; 0 (its default) aborts them at once (vllm/entrypoints/launchers/launcher.py,
@@ -42,11 +46,14 @@ def build_lifecycle() -> dict[str, Any]:
     return {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_S}}}
 
 
-def compute_rollout_strategy(replicas: int, spare: bool | None) -> RolloutChoice:
-    """The strategy of a rollout about to start, for `replicas` pods and what is free."""
+def compute_rollout_strategy(replicas: int, spare: bool | None, unplaced: int = 0) -> RolloutChoice:
+    """The strategy of a rollout about to start, for `replicas` pods of which `unplaced` no node
+    can take, and what is free."""
     if spare:
         return RolloutChoice(SURGE, spare, "")
-    if replicas <= 1:
+    unplaced = max(0, min(unplaced, replicas))
+    placed = replicas - unplaced
+    if placed <= 1:
         message = (
             "no free GPU of the type for a surge pod: the new pod waits for one while the old "
             "pod serves (a single replica is never taken to zero)"
@@ -54,9 +61,14 @@ def compute_rollout_strategy(replicas: int, spare: bool | None) -> RolloutChoice
         return RolloutChoice(SURGE, spare, message if spare is False else "")
     message = (
         "no free GPU of the type for a surge pod: pods are replaced one at a time, "
-        f"{replicas - 1}/{replicas} serving meanwhile"
+        f"{placed - 1}/{placed} serving meanwhile"
     )
-    return RolloutChoice(ONE_DOWN, spare, message if spare is False else "")
+    if not unplaced:
+        return RolloutChoice(ONE_DOWN, spare, message if spare is False else "")
+    rolling = {"maxSurge": 0, "maxUnavailable": 1 + unplaced}
+    message += f" ({unplaced} unschedulable pods count as unavailable)"
+    strategy = {"type": "RollingUpdate", "rollingUpdate": rolling}
+    return RolloutChoice(strategy, spare, message if spare is False else "")
 
 
 def pod_template_hash(deployment: Mapping[str, Any], label: str) -> str | None:

@@ -21,12 +21,28 @@ ServiceKey = tuple[str, str]  # (namespace, VLLMService name)
 PodKey = tuple[str, str]  # (namespace, pod name)
 
 
+def selector_for(name: str) -> str:
+    """The label selector of a VLLMService's pods."""
+    return f"{c.LABEL_SERVICE}={name}"
+
+
 def unschedulable(pod: dict[str, Any]) -> str | None:
     """The scheduler's message when no node fits the pod (None: placed, or not tried yet)."""
     for cond in pod.get("status", {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("reason") == c.REASON_UNSCHEDULABLE:
             return str(cond.get("message", ""))
     return None
+
+
+def count_unschedulable(pods: Iterable[dict[str, Any]]) -> int:
+    """Pods no node fits (e.g. none has a free GPU of the type) and not being deleted: a pod
+    on its way out is leaving, not waiting (the tuner's replica cap, the rollout's allowance)."""
+    return sum(
+        1
+        for pod in pods
+        if unschedulable(pod) is not None
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    )
 
 
 def crash_looping(pod: dict[str, Any]) -> list[dict[str, Any]]:

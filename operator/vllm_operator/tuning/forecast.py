@@ -139,8 +139,8 @@ def rising(f: Forecast) -> bool:
 def pods_coming(i: Inputs) -> int:
     """Pods the tuner asked for that are not Ready yet, and still within their expected start.
 
-    They count as coming, not as a reason to hold. Pods not Ready after twice the ready time
-    (no node fits them, a crash loop) are not coming: the guards hold for them as before.
+    They count as coming, not as a reason to hold. Pods the scheduler reports unschedulable,
+    and pods not Ready after twice the ready time (a crash loop), are not coming.
     """
     fleet = i.snapshot.fleet
     if fleet is None or fleet.rolling or fleet.updated < fleet.desired or i.state.pending:
@@ -152,7 +152,7 @@ def pods_coming(i: Inputs) -> int:
     allowance = max(2 * horizon, i.settings.pod_ready_allowance.total_seconds())
     if last is None or (i.now - last).total_seconds() > allowance:
         return 0
-    return fleet.desired - fleet.ready
+    return max(0, fleet.desired - fleet.ready - fleet.unschedulable)
 
 
 def forecast_phrase(f: Forecast) -> str:

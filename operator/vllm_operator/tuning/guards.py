@@ -29,7 +29,7 @@ def nothing_to_do(i: Inputs) -> Decision | None:
 
 def metrics_unusable(i: Inputs) -> Decision | None:
     snap = i.snapshot
-    if not snap.usable and not short_fleet_idle(i):
+    if not snap.usable and not short_fleet_runs(i):
         reason = _QUALITY_REASONS.get(snap.quality, Reason.HOLD_METRICS_INVALID)
         return hold(reason, snap.problem or f"metrics are {snap.quality}", snap, i.state)
     age = (i.now - snap.observed_at).total_seconds()
@@ -55,7 +55,7 @@ def fleet_unsteady(i: Inputs) -> Decision | None:
             f"rollout: {fleet.updated}/{fleet.desired} pods updated",
         )
     elif fleet.ready < fleet.desired:
-        if short_fleet_idle(i):
+        if short_fleet_runs(i):
             return None
         reason, message = Reason.HOLD_PODS_NOT_READY, f"{fleet.ready}/{fleet.desired} pods ready"
     else:
@@ -64,6 +64,26 @@ def fleet_unsteady(i: Inputs) -> Decision | None:
     if pending is not None and pending.settled_at is not None:
         state = replace(state, pending=replace(pending, settled_at=None))
     return hold(reason, message, i.snapshot, state)
+
+
+def short_fleet_runs(i: Inputs) -> bool:
+    """A fleet short of pods whose figures the rules may still read: idle (short_fleet_idle),
+    or short only of pods no node can take (short_fleet_unplaced)."""
+    return short_fleet_idle(i) or short_fleet_unplaced(i)
+
+
+def short_fleet_unplaced(i: Inputs) -> bool:
+    """Every pod not ready is one the scheduler cannot place (no free GPU of the type): they
+    will not come by waiting, so holding for them would freeze the service at any load. With
+    every ready pod measured the rules run on the ready pods' figures, the replica lever capped
+    where they stand (scaling.py, AtMaxReplicas' twin NoFreeGPU), so a budget move may act
+    (retune_move.py) and a change waiting to be judged is judged."""
+    fleet, snap = i.snapshot.fleet, i.snapshot
+    if fleet is None or not i.unplaced or fleet.ready < 1:
+        return False
+    if fleet.ready + i.unplaced < fleet.desired:
+        return False  # some pod is loading or failing: that is a reason to hold
+    return snap.quality in ("ok", "partial") and snap.pods_scraped >= fleet.ready
 
 
 def short_fleet_idle(i: Inputs) -> bool:

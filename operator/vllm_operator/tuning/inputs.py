@@ -117,6 +117,21 @@ class Inputs:
         """The denominator of per-pod figures: pods that reported, else the replica count."""
         return reporting_pods(self.snapshot, self.replicas)
 
+    @cached_property
+    def unplaced(self) -> int:
+        """Pods of a finished rollout that no node can take (no free GPU of the type): the
+        replica lever is capped where the ready pods stand. 0 while a rollout runs."""
+        fleet = self.snapshot.fleet
+        if fleet is None or fleet.rolling or fleet.updated < fleet.desired:
+            return 0
+        return max(0, min(fleet.unschedulable, fleet.desired - fleet.ready))
+
+    def unplaced_phrase(self) -> str:
+        return (
+            f"{self.unplaced} of {self.replicas} pods unschedulable: "
+            f"no node has a free {self.spec.gpu.type} GPU"
+        )
+
     def per_pod(self, total: float | None) -> float | None:
         return None if total is None else total / self.pods
 

@@ -99,6 +99,9 @@ class FleetView:
     # seconds from creation to Ready of the pods that became Ready (tuning/forecast.py learns
     # the pod ready time from them); empty when unknown
     ready_seconds: tuple[float, ...] = ()
+    # pods the scheduler found no node for (PodScheduled False, reason Unschedulable): with no
+    # free GPU of the type the replica lever is capped where the pods stand (guards.py)
+    unschedulable: int = 0
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def replicas_capped(i: Inputs) -> str | None:
         return "autoscaling is off"
     if scaling.max_replicas is not None and i.replicas >= scaling.max_replicas:
         return f"replicas at maxReplicas {scaling.max_replicas}"
+    if i.unplaced:
+        return i.unplaced_phrase()
     return None
 
 

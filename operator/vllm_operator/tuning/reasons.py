@@ -157,6 +157,11 @@ class Reason(StrEnum):
     AUTOSCALING_OFF = "AutoscalingOff", "Hold", "blocker: autoscaling is off"
     AUTOTUNE_OFF = "AutotuneOff", "Hold", "blocker: autotune is not Auto, budgets do not move"
     AT_MAX_REPLICAS = "AtMaxReplicas", "Hold", "blocker: replicas at maxReplicas"
+    NO_FREE_GPU = (
+        "NoFreeGPU",
+        "Hold",
+        "blocker: pods unschedulable, no node has a free GPU of the type: a budget move may act",
+    )
     AT_MIN_REPLICAS = (
         "AtMinReplicas",
         "Hold",

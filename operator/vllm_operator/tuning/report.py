@@ -12,6 +12,7 @@ from vllm_operator import constants as c
 from vllm_operator.api.durations import parse_kube_time
 from vllm_operator.api.status import MetricsStatus
 from vllm_operator.status.conditions import set_condition
+from vllm_operator.status.pods import count_unschedulable
 from vllm_operator.status.summarize import read_rollout
 from vllm_operator.tuning.model import Decision, FleetView, MetricsSnapshot
 
@@ -28,6 +29,7 @@ def build_fleet_view(
         updated=r.updated,
         rolling=not r.rolled,
         ready_seconds=pod_ready_seconds(pods or []),
+        unschedulable=count_unschedulable(pods or []),
     )
 
 

@@ -57,6 +57,8 @@ def _up_blocker(i: Inputs) -> tuple[int, Blocked | None]:
     top = scaling.max_replicas if scaling.max_replicas is not None else i.replicas
     if i.replicas >= top:
         return top, Blocked(Reason.AT_MAX_REPLICAS, f"replicas at maxReplicas {top}")
+    if i.unplaced:  # another pod would wait beside them
+        return i.replicas, Blocked(Reason.NO_FREE_GPU, i.unplaced_phrase())
     since, cooldown = _since_last_scale(i), i.settings.scale_up_cooldown.total_seconds()
     if since is not None and since < cooldown:
         return top, Blocked(

@@ -22,7 +22,7 @@ WIRE = (
     "RaiseQueueRejections", "LowerActiveSeqsITL", "LowerActiveSeqsPreemption", "ScaleUpLatency",
     "RaiseActiveSeqsWaiting", "RaiseBatchedTokensTTFT", "ScaleUpNearCapacity", "ScaleUpForecast",
     "ScaleDownLowLoad",
-    "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "AtMinReplicas",
+    "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "NoFreeGPU", "AtMinReplicas",
     "ScaleUpCooldown", "ScaleDownVoting", "ScaleDownStabilizing", "RetuneCooldown",
     "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound",
     "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull",
