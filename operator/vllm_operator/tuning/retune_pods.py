@@ -7,17 +7,23 @@ them. This rule runs when no problem rule and no scale-down owns the pass: the f
 as the budgets in force allow it to be, and the SLO is met.
 
 The engine model (the planner's evaluation, as rule 1b uses it) replays the observed workload at
-`1 / forecast_headroom` of its rate (the margin the tuner sizes replicas with, rounded up to a 9%
-step), and finds the fewest pods that meet the SLO with the budgets in force, then with each
+`1 / forecast_headroom` of the rate a scale-down must fit (the long window's peak, the present
+and the forecast, forecast.under_rate; the margin the tuner sizes replicas with, rounded up to a
+9% step), and finds the fewest pods that meet the SLO with the budgets in force, then with each
 one-field move of rule 1b's grid (never maxSeqs, within autotune.bounds and vLLM's cross-field
 rules). A move must keep the p95s within the SLO and as many requests in it as the budgets in
 force on their pods (less MIN_GAIN): a p95 just under the SLO can hide a third of the requests
 missing their own. The move that needs the fewest pods (then the most requests in the SLO, then
 the most served per pod) is the target, in one move, if what one pod serves within the SLO
-(the model's capacity for the workload's mix) is no lower with it: fewer pods at today's load
+(the model's capacity for the workload's mix), times the pods it leaves, is no less than the
+capacity of the pods the budgets in force need: fewer pods for the same load means each serves
+more, so a replay that finds fewer pods at an unchanged capacity found the noise of a short
+replay at the SLO's edge (a valve that caps every pod alike), and fewer pods at today's load
 must not mean more at the peak (a smaller token budget can fit a trough on one pod and need
-twice the pods at noon). Nor is a move made while the arrivals forecast rises: a rolling fleet
-holds (rule 0d), so the replica lever would be out of reach while the load climbs.
+twice the pods at noon). Nor is a
+move made before the tuner has watched the arrivals for the long window, or while the forecast
+rises: a rolling fleet holds (rule 0d), so the replica lever would be out of reach while the
+load climbs.
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
@@ -26,11 +32,12 @@ judgement, outweigh the GPU time the rollout spends: every pod is replaced once,
 replacement holds a GPU that serves nothing for the pods' ready time (the surge pod while it
 loads, or the restarted pod itself); and the pods a fleet runs above what its budgets need are
 kept until the rollout is over (a rolling fleet holds, rule 0d), where rule 9 would shed them.
-A move for GPU hours never trades the SLO for them: without a free GPU of the type the rollout
-goes pod by pod, so it is made only when the model predicts the SLO met on one pod fewer at the
-present load, and a single pod is never restarted for it. The pods themselves are saved by rule
-9 once the change is judged (rule 1) and the model's capacity for the new budgets says the load
-fits on fewer.
+A move for GPU hours never trades serving capacity for them: it is made only where a GPU of the
+type is free, so its rollout surges (a new pod is ready before an old one stops) and no window
+runs short of a pod; without one the fleet keeps its budgets. It also spends one of the hour's
+restarts (autotune.maxRestartsPerHour) that a problem may then lack; the replica lever stays.
+The pods themselves are saved by rule 9 once the change is judged (rule 1) and the model's
+capacity for the new budgets says the load fits on fewer.
 
 A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
 once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
@@ -43,7 +50,7 @@ from dataclasses import dataclass, replace
 
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
-from vllm_operator.tuning.forecast import forecast, ready_horizon, rising
+from vllm_operator.tuning.forecast import forecast, ready_horizon, rising, under_rate
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
@@ -80,7 +87,6 @@ class FewerPods:
     predicted: Predicted  # the target on pods_after, at the sized load
     saved: float  # pod-seconds over the payback
     spent: float  # pod-seconds of GPU the rollout holds without serving
-    surge: bool  # the rollout needs a free GPU to keep the SLO
     delay: float  # seconds until a pod can be saved: the rollout, then the judgement
 
     @property
@@ -88,21 +94,21 @@ class FewerPods:
         return self.pods_after < self.pods_now and self.saved > self.spent
 
     def phrase(self) -> str:
-        rollout = "it surges on a free GPU" if self.surge else "the SLO holds on one pod fewer"
         return (
             f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model "
             f"predicts {self.pods_after} pods within the SLO ({self.predicted.phrase()}) "
             f"against {self.pods_now} with the budgets in force; {self.saved:.0f} pod-seconds "
             f"saved over the payback after {self.delay:.0f}s of rollout and judgement, against "
-            f"{self.spent:.0f} spent in the rollout ({rollout})"
+            f"{self.spent:.0f} spent in the rollout (it surges on a free GPU)"
         )
 
 
-def _sized(load: Workload, i: Inputs) -> Workload:
-    """The load the tuner sizes replicas for: the present rate over the forecast headroom,
-    rounded up to a RATE_STEPS_PER_OCTAVE step, so that passes whose rates differ by a few
-    percent replay the same load (predict() memoises on it) and the sizing errs high."""
-    rate = (load.rate or 0.0) / i.settings.forecast_headroom
+def _sized(load: Workload, i: Inputs, fit: float | None) -> Workload:
+    """The load the tuner sizes replicas for: the rate a scale-down must fit (`fit`, else the
+    observed) over the forecast headroom, rounded up to a RATE_STEPS_PER_OCTAVE step, so that
+    passes whose rates differ by a few percent replay the same load (predict() memoises on it)
+    and the sizing errs high."""
+    rate = max(load.rate or 0.0, fit or 0.0) / i.settings.forecast_headroom
     step = math.ceil(math.log2(max(rate, 1e-3)) * RATE_STEPS_PER_OCTAVE - 1e-9)
     return replace(load, rate=round(2 ** (step / RATE_STEPS_PER_OCTAVE), 3))
 
@@ -139,7 +145,8 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     base, target, scaling = observed_load(i), slo_target(i), i.scaling
     if base is None or target is None or scaling is None:
         return None
-    load, model, lo = _sized(base, i), i.spec.model, max(1, scaling.min_replicas)
+    fit = under_rate(i, forecast(i))
+    load, model, lo = _sized(base, i, fit), i.spec.model, max(1, scaling.min_replicas)
     current_c = candidate_of(i.spec, i.state.overrides, i.replicas)
     found = fewest_pods(current_c, model, target, load, lo)
     if found is None:
@@ -170,13 +177,12 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     (neg_n, _, _), key, value, predicted = best
     from_value = i.budget(key)
     assert from_value is not None
-    # fewest pods at today's load is not enough: at a higher load the move must not need more
-    moved_c = candidate_of(i.spec, {**i.state.overrides, key: value}, 1)
-    if pod_capacity(moved_c, model, target, load) < pod_capacity(current_c, model, target, load):
+    # the fewer pods must together serve what the fleet serves now, by the same measure
+    moved = pod_capacity(candidate_of(i.spec, {**i.state.overrides, key: value}, 1), model,
+                         target, load)  # fmt: skip
+    if moved <= 0 or moved * -neg_n < pod_capacity(current_c, model, target, load) * pods_now:
         return None
     ready, _source = ready_horizon(i)
-    one_down = predict(replace(current_c, replicas=i.replicas - 1), model, target, base)
-    surge = i.replicas <= 1 or one_down is None or not within(one_down, target)
     # one pod at a time is replaced, then the change is judged: no pod is saved before that
     judged = max(i.settings.rollback_evaluation_delay.total_seconds(), i.snapshot.window_seconds)
     delay = i.replicas * ready + judged
@@ -186,9 +192,13 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     # have shed them
     spent = i.replicas * ready + (i.replicas - pods_now) * delay
     saved = (pods_now + neg_n) * horizon
-    return FewerPods(
-        key, from_value, value, pods_now, -neg_n, predicted, saved, spent, surge, delay
-    )
+    return FewerPods(key, from_value, value, pods_now, -neg_n, predicted, saved, spent, delay)
+
+
+def watched_long(i: Inputs) -> bool:
+    """The arrivals remembered span the long window a scale-down must fit (under_window)."""
+    arrivals = i.state.arrivals
+    return bool(arrivals) and i.now - arrivals[0].at >= i.settings.under_window
 
 
 def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
@@ -202,6 +212,8 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.replicas <= max(1, i.scaling.min_replicas) or not model_knows(i):
         return i, None
+    if not watched_long(i):
+        return i, None  # the first passes know the present, not the level the load runs at
     ahead = forecast(i)
     if ahead is not None and rising(ahead):
         return i, None  # a rolling fleet holds (rule 0d): no rollout while the load climbs
@@ -212,7 +224,7 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     move = compute_fewer_pods(i)
     if move is None or not move.pays:
         return i, None
-    if move.surge and i.spare_gpu is not True:
+    if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
