@@ -20,6 +20,7 @@ from vllm_operator.tuning.limits import allowed_range
 from vllm_operator.tuning.model import ReadyTime, TuningState
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import (
+    UNDO_FACTOR,
     candidate_of,
     compute_retune_move,
     decide_retune,
@@ -93,6 +94,7 @@ def test_no_move_when_the_restarts_cost_more_than_the_gain() -> None:
     verdict = compute_retune_move(i)
     assert verdict is not None and verdict.move is not None
     assert not verdict.move.pays and verdict.move.cost > verdict.move.gain
+    assert "with a rollback's" in verdict.move.effect()
     after, decision = decide_retune(i)
     assert decision is None
     assert after.budget_blocker is not None
@@ -101,10 +103,17 @@ def test_no_move_when_the_restarts_cost_more_than_the_gain() -> None:
     # replicas can still be added: they do the work, without a restart
     d = decide(spec(**UNCAPPED), snap(**OVERLOADED), slow, T0)
     assert (d.action.kind, d.action.from_value, d.action.to_value) == ("ScaleReplicas", 2, 3)
-    # at maxReplicas the rules' own steps stay the last lever: the model blocks nothing, and
-    # asks whether a GPU is free (with one the rollout surges and costs nothing)
+    # at maxReplicas the x2 steps are blocked as well (they restart the same pods for less),
+    # and the tuner asks whether a GPU is free (with one the rollout surges and costs nothing)
     capped = inputs(L4_256, OVERLOADED, slow)
-    assert decide_retune(capped) == (replace(capped, asks_spare_gpu=True), None)
+    after, decision = decide_retune(capped)
+    assert decision is None and after.asks_spare_gpu
+    assert after.budget_blocker is not None
+    assert after.budget_blocker.reason == Reason.RETUNE_DOES_NOT_PAY
+    held = decide(spec(**L4_256), snap(**OVERLOADED), replace(slow, problem_since=LASTED), T0)
+    assert (held.action.kind, held.reason) == ("Hold", Reason.AT_MAX_REPLICAS), held.message
+    assert "the model's best move does not pay" in held.message  # both blockers named
+    assert held.state.overrides == {}
 
 
 def test_a_move_that_pays_only_with_a_surge_is_made_where_a_gpu_is_free() -> None:
@@ -257,3 +266,22 @@ def test_a_single_pod_serves_nothing_while_it_restarts() -> None:
     two = compute_retune_move(inputs(L4_256, OVERLOADED, state(ready_time=ready)))
     assert two is not None and two.move is not None
     assert 0.0 <= two.move.cost < two.current.attainment * 4.0 * 240.0 * 2
+
+
+@pytest.mark.parametrize(
+    ("gain", "cost", "surge", "pays"),
+    [
+        (1017.3, 976.6, False, False),  # l4-3b-gpus2 seed 8: 4% over its rollout, not its undoing
+        (2000.0, 976.6, False, True),
+        (1.0, 0.0, True, True),  # a surge costs nothing, undone or not
+        (0.0, 0.0, True, False),
+    ],
+)
+def test_a_pod_by_pod_move_pays_for_its_rollback_too(
+    gain: float, cost: float, surge: bool, pays: bool
+) -> None:
+    verdict = compute_retune_move(inputs(L4_256, OVERLOADED, state()))
+    assert verdict is not None and verdict.move is not None
+    move = replace(verdict.move, gain=gain, cost=cost, surge=surge)
+    assert move.pays is pays
+    assert cost * UNDO_FACTOR < gain or not pays
