@@ -59,12 +59,13 @@ class Controls:
         max_replicas: int = MAX_REPLICAS,
         gpus: int = MAX_REPLICAS,
     ) -> None:
-        if max_replicas > gpus:
-            raise ValueError(f"max_replicas ({max_replicas}) must be <= gpus ({gpus})")
         self.fleet = fleet
         self.rng = rng
         self.max_replicas = max_replicas  # the spec's maxReplicas: no policy asks for more
-        self.gpus = gpus  # the cluster's GPUs of the type: a surge pod needs a free one
+        # the cluster's GPUs of the type: a surge pod needs a free one, and a pod asked for
+        # beyond them waits Pending, Unschedulable (no GPU-hours, never ready)
+        self.gpus = gpus
+        self.unscheduled = 0
         self.scaling_actions = 0
         self.restarts = 0
         self.created: dict[int, float] = {r.id: 0.0 for r in fleet.live}  # pre-warmed at t=0
@@ -72,34 +73,41 @@ class Controls:
         self._restart_delay = 0.0
 
     @property
-    def replicas(self) -> int:
-        """Replicas asked for (the Deployment's spec.replicas): starting and ready."""
+    def placed(self) -> int:
+        """Pods on a GPU: starting and ready."""
         return len(self.fleet.active)
+
+    @property
+    def replicas(self) -> int:
+        """Replicas asked for (the Deployment's spec.replicas): placed and Pending."""
+        return self.placed + self.unscheduled
 
     def scale_to(self, target: int, now: float) -> None:
         target = min(target, self.max_replicas)
         if target == self.replicas:
             return
         self.scaling_actions += 1
-        while self.replicas < target:  # one at a time: each pod loads at its own pace
+        placed = min(target, self.gpus)  # a scale-down takes the Pending pods first (ReplicaSet)
+        while self.placed < placed:  # one at a time: each pod loads at its own pace
             known = {r.id for r in self.fleet.live}
-            self.fleet.set_replicas(self.replicas + 1, now, self.rng.uniform(*READY_DELAY))
+            self.fleet.set_replicas(self.placed + 1, now, self.rng.uniform(*READY_DELAY))
             self.created.update({r.id: now for r in self.fleet.live if r.id not in known})
-        if self.replicas > target:
-            self.fleet.set_replicas(target, now)
+        if self.placed > placed:
+            self.fleet.set_replicas(placed, now)
+        self.unscheduled = target - placed
 
     def lose_nodes(self, now: float) -> None:
         """Half the pods' nodes are gone: those pods stop (the newest first, as the fleet picks
         them; what they hold still finishes, a simplification) and the Deployment, not the
         policy, creates their replacements, each loading for its own delay."""
-        asked = self.replicas
+        asked = self.placed
         lost = asked // 2
         if lost < 1:
             return
         self.fleet.set_replicas(asked - lost, now)
-        while self.replicas < asked:
+        while self.placed < asked:
             known = {r.id for r in self.fleet.live}
-            self.fleet.set_replicas(self.replicas + 1, now, self.rng.uniform(*READY_DELAY))
+            self.fleet.set_replicas(self.placed + 1, now, self.rng.uniform(*READY_DELAY))
             self.created.update({r.id: now for r in self.fleet.live if r.id not in known})
 
     def ready_seconds(self) -> tuple[float, ...]:
@@ -116,23 +124,25 @@ class Controls:
     def spare_gpu(self) -> bool:
         """A GPU of the type is free for a surge pod (what the operator reads from the nodes and
         pods, handlers/rollout.py)."""
-        return self.replicas < self.gpus
+        return self.placed < self.gpus
 
     def restart(self, cfg: EngineConfig, now: float) -> None:
         """The re-render's rollout, with the strategy the operator would give it. A surge pod
         over `max_replicas - 1` pods may briefly hold a GPU a scale-up then also wants (a
-        simplification: there it would wait Pending)."""
+        simplification: there it would wait Pending). The Deployment counts the Pending pods
+        as unavailable first, so of the placed pods it stops maxUnavailable minus those."""
         spare = self.spare_gpu()
-        if not spare and self.replicas <= 1:
-            raise ValueError("a single replica with no free GPU: its rollout stalls (not modelled)")
-        roll = compute_rollout_strategy(self.replicas, spare).strategy["rollingUpdate"]
+        if not spare and self.placed <= 1:
+            raise ValueError("a single placed pod with no free GPU: its rollout stalls (not modelled)")
+        roll = compute_rollout_strategy(self.replicas, spare, self.unscheduled)
+        rolling = roll.strategy["rollingUpdate"]
         self._restart_delay = self.rng.uniform(*READY_DELAY)
         self.fleet.restart_all(
             cfg,
             now,
             self._restart_delay,
-            max_unavailable=roll["maxUnavailable"] or None,
-            max_surge=roll["maxSurge"],
+            max_unavailable=(rolling["maxUnavailable"] - self.unscheduled) or None,
+            max_surge=rolling["maxSurge"],
         )
         self.note_replacements()
 

@@ -45,7 +45,7 @@ class OracleResult:
     scenario: str
     block: float
     counts: list[int]  # replicas per block
-    feasible: list[bool]  # False where even the profile's max_replicas missed the SLO
+    feasible: list[bool]  # False where even the profile's pod_cap missed the SLO
     gpu_hours: float
     runs: int  # block runs simulated
     running_per_replica: float  # the busiest minute's running requests per replica, when passing
@@ -98,7 +98,7 @@ def search(scenario: Scenario, block: float = BLOCK, progress: bool = False) -> 
     counts: list[int] = []
     feasible: list[bool] = []
     concurrency = 0.0
-    n = min(2, scenario.profile.max_replicas)
+    n = min(2, scenario.profile.pod_cap)
     for index in range(n_blocks):
         ok, running = blocks.passes(index, n)
         while ok and n > MIN_REPLICAS:
@@ -106,7 +106,7 @@ def search(scenario: Scenario, block: float = BLOCK, progress: bool = False) -> 
             if not lower_ok:
                 break
             n, running = n - 1, lower_running
-        while not ok and n < scenario.profile.max_replicas:
+        while not ok and n < scenario.profile.pod_cap:
             n += 1
             ok, running = blocks.passes(index, n)
         counts.append(n)

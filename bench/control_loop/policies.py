@@ -249,7 +249,14 @@ class Ours:
             ctx.store, ctx.fleet, now, window=self.window, epoch=EPOCH, stale_after=stale_after
         )
         if snapshot.fleet is not None:  # what the operator reads from the pods' conditions
-            fleet = replace(snapshot.fleet, ready_seconds=ctx.controls.ready_seconds())
+            pending = ctx.controls.unscheduled  # asked for, on the current template, Pending
+            fleet = replace(
+                snapshot.fleet,
+                desired=snapshot.fleet.desired + pending,
+                updated=snapshot.fleet.updated + pending,
+                unschedulable=pending,
+                ready_seconds=ctx.controls.ready_seconds(),
+            )
             snapshot = replace(snapshot, fleet=fleet)
         at = EPOCH + timedelta(seconds=now)
         capacities: tuple[CapacityEstimate, ...] = ()

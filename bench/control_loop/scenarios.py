@@ -39,9 +39,16 @@ class Profile:
     # surge (harness.Controls.restart)
     gpus: int = MAX_REPLICAS
 
+    @property
+    def pod_cap(self) -> int:
+        """The most pods that can serve: maxReplicas, or the cluster's GPUs when fewer."""
+        return min(self.max_replicas, self.gpus)
+
     def budgets(self) -> str:
         active = "" if self.max_active_seqs is None else f", maxActiveSeqs {self.max_active_seqs}"
         cap = "" if self.max_replicas == MAX_REPLICAS else f"; maxReplicas {self.max_replicas}"
+        if self.gpus < self.max_replicas:
+            cap += f"; {self.gpus} GPUs of the type free in the cluster"
         return (
             f"maxRequests {self.max_requests}, maxSeqs {self.max_seqs}{active}, "
             f"maxBatchedTokens {self.max_batched_tokens}{cap}"
@@ -111,7 +118,13 @@ L4_SEQS256 = replace(L4, name="l4-3b-seqs256", max_seqs=256, max_requests=512)
 # maxReplicas 2 where the diurnal peak needs 3: the replica lever is capped (the cluster still
 # has its 8 L4s, so a rollout surges)
 L4_CAP = replace(L4, name="l4-3b-cap2", max_replicas=2)
-PROFILES = {p.name: p for p in (H100, L4, L4_TIGHT, H100_BLOG, L4_SEQS256, L4_CAP)}
+# The same cap set by the cluster instead: 2 L4s free for the service, maxReplicas 8. A pod
+# asked for beyond them waits Pending, Unschedulable, and a rollout cannot surge.
+L4_GPUS2 = replace(L4, name="l4-3b-gpus2", gpus=2)
+L4_TIGHT_GPUS4 = replace(L4_TIGHT, name="l4-3b-valve8-gpus4", gpus=4)
+PROFILES = {
+    p.name: p for p in (H100, L4, L4_TIGHT, H100_BLOG, L4_SEQS256, L4_CAP, L4_GPUS2, L4_TIGHT_GPUS4)
+}
 
 
 SEEDS = 5  # runs per scenario; the report gives means with 95% intervals
@@ -265,6 +278,8 @@ DEFAULT = (
     Scenario(H100_BLOG, "conv", 3600, 1.25, lever=True),
     Scenario(L4_SEQS256, "diurnal", 3600, 3.5, lever=True),
     Scenario(L4_CAP, "diurnal", 3600, 3.5, lever=True),
+    Scenario(L4_GPUS2, "diurnal", 3600, 3.5, lever=True),
+    Scenario(L4_TIGHT_GPUS4, "diurnal", 3600, 3.5, lever=True),
     Scenario(H100, "shift", 3600, 1.0, lever=True),
 )
 # --quick: minutes, not an hour; for the smoke test and a first look

@@ -143,10 +143,25 @@ def test_a_rollout_surges_where_a_gpu_is_free_as_the_operator_renders_it() -> No
     assert _restarted(replicas=2, gpus=8) == (2, 1)  # a surge pod: no pod leaves yet
     assert _restarted(replicas=1, gpus=2) == (1, 1)  # a single replica keeps serving
     assert _restarted(replicas=2, gpus=2) == (1, 1)  # no GPU free: one pod at a time goes
-    with pytest.raises(ValueError, match="single replica with no free GPU"):
+    with pytest.raises(ValueError, match="single placed pod with no free GPU"):
         _restarted(replicas=1, gpus=1)
-    with pytest.raises(ValueError, match=r"max_replicas \(3\) must be <= gpus \(2\)"):
-        Controls(Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 1), random.Random(1), 3, 2)
+
+
+def test_pods_beyond_the_clusters_gpus_wait_pending_and_a_rollout_still_moves() -> None:
+    """maxReplicas 8 on 2 GPUs: the third pod asked for is Unschedulable (no GPU time, never
+    ready), a scale-down drops it first, and a flag change replaces one placed pod at a time
+    (the Deployment counts the Pending pod as unavailable: the operator's wider allowance)."""
+    cfg = EngineConfig(max_model_len=4096)
+    fleet = Fleet(cfg, H100, LLAMA8, 2)
+    controls = Controls(fleet, random.Random(1), max_replicas=8, gpus=2)
+    controls.scale_to(3, 0.0)
+    assert (controls.replicas, controls.placed, controls.unscheduled) == (3, 2, 1)
+    assert not controls.spare_gpu()
+    assert controls.gpu_seconds(100.0) == pytest.approx(200.0)
+    controls.restart(dataclasses.replace(cfg, max_num_seqs=8), 100.0)
+    assert (len(fleet.ready), sum(1 for r in fleet.live if r.state == "starting")) == (1, 1)
+    controls.scale_to(2, 200.0)
+    assert (controls.replicas, controls.placed, controls.unscheduled) == (2, 2, 0)
 
 
 def test_the_issue_15_scenarios_set_the_budgets_they_name() -> None:
