@@ -133,7 +133,9 @@ class Controls:
         as unavailable first, so of the placed pods it stops maxUnavailable minus those."""
         spare = self.spare_gpu()
         if not spare and self.placed <= 1:
-            raise ValueError("a single placed pod with no free GPU: its rollout stalls (not modelled)")
+            raise ValueError(
+                "a single placed pod with no free GPU: its rollout stalls (not modelled)"
+            )
         roll = compute_rollout_strategy(self.replicas, spare, self.unscheduled)
         rolling = roll.strategy["rollingUpdate"]
         self._restart_delay = self.rng.uniform(*READY_DELAY)

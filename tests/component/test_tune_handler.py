@@ -17,8 +17,8 @@ from tests.component.handlers import (
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import Recording, load
 from vllm_operator import constants as c
-from vllm_operator.status.pods import selector_for
 from vllm_operator.handlers.tune import tune
+from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.reasons import Reason
 
 TRAFFIC = load("traffic-two-pods.json")  # 503 ratio 62%, TTFT p95 39 ms, KV 0%, 2 pods
