@@ -23,7 +23,9 @@ from tests.support.invariants import (
     wait_nothing_lost,
 )
 from tests.support.kube import Cluster
+from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
+from tests.support.vllmsvc import decisions
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.faults
@@ -89,6 +91,61 @@ def test_unschedulable_pods_do_not_block_the_scale_down(
     record_property("scale_down_s", scale_s)
     record_property("ready_s", whole_s)
     print(f"\nunschedulable: scaled down after {scale_s}s, Ready after {whole_s}s")
+
+
+def test_unschedulable_pods_cap_the_replica_lever_of_a_busy_service(
+    cluster: Cluster,
+    operator_process: OperatorProcess,
+    namespace: str,
+    harness: Harness,
+    apps: client.AppsV1Api,
+    record_property: Any,
+) -> None:
+    """Three replicas wanted, two fit, and the two that run refuse requests at their valve:
+    the tuner reads their figures and names the cluster (NoFreeGPU) where it used to hold
+    HoldPodsNotReady for good, and asks for no pod that could not be placed either."""
+    obj = tuned_service(
+        namespace,
+        "busy",
+        gpu="L4",
+        model="Qwen/Qwen2.5-3B-Instruct",
+        replicas=3,
+        budgets={"queue": {"maxRequests": 2}, "running": {"maxSeqs": 4}},
+        autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 4},
+        autotune={"mode": "Off"},  # the replica lever only: the cap is all there is to say
+    )
+    obj["spec"]["gpu"]["count"] = 4
+    with Watchdog(cluster, namespace) as dog:
+        apply(cluster, obj)
+        url = wait_until(
+            lambda: (
+                harness.service(namespace, "busy").get("url")
+                if len(harness.ready_twins(namespace, "busy")) == 2
+                else None
+            ),
+            timeout=120,
+            what="the two pods that fit serving",
+        )
+        load = BackgroundLoad(url, rate=12, duration=300, prompt=200, output=100).start()
+        t0 = time.monotonic()
+        try:
+
+            def capped() -> list[dict[str, Any]]:
+                return [
+                    d for d in decisions(cluster, namespace, "busy") if d["reason"] == "NoFreeGPU"
+                ]
+
+            (first, *_) = wait_until(capped, timeout=180, what="a NoFreeGPU hold", interval=1)
+            capped_s = elapsed(t0)
+        finally:
+            load.join(timeout=0)
+    assert "pods unschedulable: no node has a free L4 GPU" in first["message"], first
+    assert ("busy", "Degraded", "Unschedulable") in dog.conditions, dog.conditions
+    assert apps.read_namespaced_deployment("busy", namespace).spec.replicas == 3
+    reasons = [d["reason"] for d in decisions(cluster, namespace, "busy")]
+    assert "ScaleUpRejections" not in reasons, reasons  # no fourth pod to wait beside the third
+    record_property("capped_s", capped_s)
+    print(f"\nunschedulable under load: NoFreeGPU after {capped_s}s")
 
 
 H100_NODES = ("gpu-h100-0", "gpu-h100-1")

@@ -25,14 +25,13 @@ from vllm_operator.render import RenderError, overrides_from_status
 from vllm_operator.render.canary import canary_name, render_canary
 from vllm_operator.render.drift import is_applied, stamp_applied_hash
 from vllm_operator.tuning.canary import decide_canary, judge_canary
-from vllm_operator.tuning.inputs import targets_of
+from vllm_operator.tuning.inputs import canary_on, targets_of
 from vllm_operator.tuning.model import Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.settings import TuningSettings
 
 
 def canary_enabled(svc: VLLMService) -> bool:
-    autotune = svc.spec.autotune
-    return autotune is not None and autotune.mode == "Auto" and autotune.canary
+    return canary_on(svc.spec)
 
 
 def _may_have_canary(svc: VLLMService) -> bool:

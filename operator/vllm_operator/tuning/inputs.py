@@ -67,6 +67,12 @@ def spec_bound(spec: VLLMServiceSpec, key: str) -> Bound | None:
     return None if bounds is None else getattr(bounds, _ATTRS[key][1])
 
 
+def canary_on(spec: VLLMServiceSpec) -> bool:
+    """Budget changes run on one canary pod first (tuning/canary.py divert_to_canary)."""
+    autotune = spec.autotune
+    return autotune is not None and autotune.mode == "Auto" and autotune.canary
+
+
 def autotune_mode(spec: VLLMServiceSpec) -> str:
     return "Off" if spec.autotune is None else spec.autotune.mode
 

@@ -24,9 +24,12 @@ pod's ready time and without a restart; where the replica lever is capped (maxRe
 cluster's free GPUs, autoscaling off) nothing the tuner can do pays, and it holds, saying so:
 on a GPU-capped L4 service at its diurnal peak (bench l4-3b-gpus2/diurnal) the x2 steps the
 model would not make, rolled pod by pod and rolled back, took 4 seeds of 5 from 70% of windows
-in SLO to 53%. Only where the model cannot judge (a figure missing, a GPU or model the catalog
-lacks, a problem it does not reproduce) do the rules' own steps stay the last lever, judged by
-rule 1 or a canary as before. The message of a move names the cap when there is one.
+in SLO to 53%. With autotune.canary on, the rules' steps stay at the cap: a step then runs on
+one extra pod beside the others and is removed if worse, so trying it risks one pod, not a
+rollout and a rollback of every pod, and the model's sums are only a model. Where the model
+cannot judge (a figure missing, a GPU or model the catalog lacks, a problem it does not
+reproduce) the rules' own steps stay the last lever too, judged by rule 1 or a canary. The
+message of a move names the cap when there is one.
 
 The observed workload is tuning/observed_workload.py's: Poisson arrivals at the snapshot's
 rate, with the prompt and output lengths of vLLM's token histograms; one pod's round-robin
@@ -53,7 +56,7 @@ from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.sim.workload import LengthDist
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.forecast import ready_horizon
-from vllm_operator.tuning.inputs import Inputs, spec_budget
+from vllm_operator.tuning.inputs import Inputs, canary_on, spec_budget
 from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.observed_workload import ServiceLoad, observed_workload
@@ -353,6 +356,8 @@ def decide_retune(i: Inputs) -> tuple[Inputs, Decision | None]:
     if move is None or not move.pays:
         # would a surge pay for it? the handler looks for a free GPU and decides again
         i = replace(i, asks_spare_gpu=move is not None and i.spare_gpu is None and move.gain > 0)
+        if replicas_capped(i) is not None and canary_on(i.spec):
+            return i, None  # a step on a canary risks one pod (module doc)
         if move is None:
             why = (
                 "the engine model finds no budget that does better than those in force "

@@ -21,9 +21,8 @@ more, so a replay that finds fewer pods at an unchanged capacity found the noise
 replay at the SLO's edge (a valve that caps every pod alike), and fewer pods at today's load
 must not mean more at the peak (a smaller token budget can fit a trough on one pod and need
 twice the pods at noon). Nor is a
-move made before the tuner has watched the arrivals for the long window, or while the forecast
-rises: a rolling fleet holds (rule 0d), so the replica lever would be out of reach while the
-load climbs.
+move made while the forecast rises: a rolling fleet holds (rule 0d), so the replica lever would
+be out of reach while the load climbs.
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
@@ -195,12 +194,6 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     return FewerPods(key, from_value, value, pods_now, -neg_n, predicted, saved, spent, delay)
 
 
-def watched_long(i: Inputs) -> bool:
-    """The arrivals remembered span the long window a scale-down must fit (under_window)."""
-    arrivals = i.state.arrivals
-    return bool(arrivals) and i.now - arrivals[0].at >= i.settings.under_window
-
-
 def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     """9b. The fleet meets its SLO, and the model's best move needs fewer pods: the move when it
     pays (see the module doc), else None. A move whose rollout needs a free GPU, in a pass that
@@ -212,8 +205,6 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.replicas <= max(1, i.scaling.min_replicas) or not model_knows(i):
         return i, None
-    if not watched_long(i):
-        return i, None  # the first passes know the present, not the level the load runs at
     ahead = forecast(i)
     if ahead is not None and rising(ahead):
         return i, None  # a rolling fleet holds (rule 0d): no rollout while the load climbs

@@ -285,3 +285,15 @@ def test_a_pod_by_pod_move_pays_for_its_rollback_too(
     move = replace(verdict.move, gain=gain, cost=cost, surge=surge)
     assert move.pays is pays
     assert cost * UNDO_FACTOR < gain or not pays
+
+
+def test_with_a_canary_the_rules_steps_stay_at_the_cap() -> None:
+    """A step on a canary risks one pod beside the others, removed if worse: at the cap the
+    rules may still try what the model would not make."""
+    slow = state(ready_time=ReadyTime(3 * 3600.0, T0 - timedelta(hours=1)))
+    canary = {**L4_256, "autotune": {"mode": "Auto", "maxRestartsPerHour": 2, "canary": True}}
+    i = inputs(canary, OVERLOADED, slow)
+    after, decision = decide_retune(i)
+    assert decision is None and after.budget_blocker is None
+    without = inputs(L4_256, OVERLOADED, slow)
+    assert decide_retune(without)[0].budget_blocker is not None

@@ -262,15 +262,6 @@ def test_the_fewer_pods_must_serve_what_the_fleet_serves(monkeypatch: pytest.Mon
     assert compute_fewer_pods(i) is not None
 
 
-def test_no_look_before_the_long_window_is_watched() -> None:
-    """The first passes know the present rate, not the level the load runs at: the bench's
-    diurnal ramp starts at its trough, where two pods' budgets look oversized."""
-    young = replace(watched(4, 8.0), arrivals=(RateSample(T0 - timedelta(minutes=1), 8.0),))
-    d = decide(spec(**BLOG, replicas=4), fleet(4, 8.0), young, T0, spare_gpu=True)
-    assert d.reason != Reason.RETUNE_FOR_FEWER_PODS
-    assert run(BLOG, 4, 8.0).reason == Reason.RETUNE_FOR_FEWER_PODS
-
-
 def test_the_move_is_sized_for_the_long_windows_peak() -> None:
     """8 req/s now, 12 five minutes ago: the sized load is the peak, not the present."""
     peak = replace(watched(4, 8.0), arrivals=tuple(
