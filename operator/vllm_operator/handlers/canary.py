@@ -30,14 +30,10 @@ from vllm_operator.tuning.model import Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.settings import TuningSettings
 
 
-def canary_enabled(svc: VLLMService) -> bool:
-    return canary_on(svc.spec)
-
-
 def _may_have_canary(svc: VLLMService) -> bool:
     """Only services that turned canaries on, or still record one, pay a read for it."""
     tuning = svc.status.tuning if svc.status else None
-    return canary_enabled(svc) or (tuning is not None and tuning.canary is not None)
+    return canary_on(svc.spec) or (tuning is not None and tuning.canary is not None)
 
 
 def sync_canary(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> None:
@@ -47,7 +43,7 @@ def sync_canary(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> N
     namespace, name = svc.namespace or "", canary_name(svc.name)
     current = deps.kube.get("apps/v1", "Deployment", namespace, name)
     tuning = svc.status.tuning if svc.status else None
-    canary = tuning.canary if tuning is not None and canary_enabled(svc) else None
+    canary = tuning.canary if tuning is not None and canary_on(svc.spec) else None
     field = (
         None if canary is None else next((f for f in BUDGET_FIELDS if f.key == canary.field), None)
     )

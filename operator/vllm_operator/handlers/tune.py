@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from vllm_operator import constants as c
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.api.v1alpha1 import VLLMService
-from vllm_operator.handlers.canary import canary_enabled, judge_running_canary
+from vllm_operator.handlers.canary import judge_running_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.reconcile import reconcile
 from vllm_operator.handlers.rollout import observe_spare_gpu
@@ -32,6 +32,7 @@ from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide_seeing_spare_gpu
+from vllm_operator.tuning.inputs import canary_on
 from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
@@ -66,7 +67,7 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
             svc.spec, snapshot, state, now, settings, capacities,
             lambda: observe_spare_gpu(deps, svc, logger),
         )  # fmt: skip
-        if canary_enabled(svc):
+        if canary_on(svc.spec):
             decision = divert_to_canary(decision, state, now)
     conditions = (body.get("status") or {}).get("conditions") or []
     plan = build_tune_plan(

@@ -143,7 +143,7 @@ def pods_coming(i: Inputs) -> int:
     and pods not Ready after twice the ready time (a crash loop), are not coming.
     """
     fleet = i.snapshot.fleet
-    if fleet is None or fleet.rolling or fleet.updated < fleet.desired or i.state.pending:
+    if fleet is None or fleet.in_rollout or i.state.pending:
         return 0
     if fleet.desired != i.replicas or fleet.ready >= fleet.desired or fleet.ready < 1:
         return 0

@@ -49,7 +49,7 @@ def fleet_unsteady(i: Inputs) -> Decision | None:
     fleet = i.snapshot.fleet
     if fleet is None:
         return None
-    if fleet.rolling or fleet.updated < fleet.desired:
+    if fleet.in_rollout:
         reason, message = (
             Reason.HOLD_ROLLOUT,
             f"rollout: {fleet.updated}/{fleet.desired} pods updated",
@@ -78,12 +78,12 @@ def short_fleet_unplaced(i: Inputs) -> bool:
     every ready pod measured the rules run on the ready pods' figures, the replica lever capped
     where they stand (scaling.py, AtMaxReplicas' twin NoFreeGPU), so a budget move may act
     (retune_move.py) and a change waiting to be judged is judged."""
-    fleet, snap = i.snapshot.fleet, i.snapshot
+    fleet = i.snapshot.fleet
     if fleet is None or not i.unplaced or fleet.ready < 1:
         return False
     if fleet.ready + i.unplaced < fleet.desired:
         return False  # some pod is loading or failing: that is a reason to hold
-    return snap.quality in ("ok", "partial") and snap.pods_scraped >= fleet.ready
+    return ready_pods_measured(i)
 
 
 def short_fleet_idle(i: Inputs) -> bool:
@@ -92,10 +92,18 @@ def short_fleet_idle(i: Inputs) -> bool:
     be judged and the load low, the rules run on the ready pods' figures. Low load means quiet
     figures, so of the rules only the scale-down (rule 9) can act; the rest hold as before.
     """
-    fleet, snap = i.snapshot.fleet, i.snapshot
-    if fleet is None or fleet.rolling or fleet.updated < fleet.desired:
+    fleet = i.snapshot.fleet
+    if fleet is None or fleet.in_rollout:
         return False
     if not 1 <= fleet.ready < fleet.desired or i.state.pending is not None:
         return False
-    measured = snap.quality in ("ok", "partial") and snap.pods_scraped >= fleet.ready
-    return measured and low_load(i)
+    return ready_pods_measured(i) and low_load(i)
+
+
+def ready_pods_measured(i: Inputs) -> bool:
+    """Every ready pod reported figures the rules can read (a partial snapshot lacks only the
+    pods that are not ready)."""
+    fleet, snap = i.snapshot.fleet, i.snapshot
+    if fleet is None:
+        return False
+    return snap.quality in ("ok", "partial") and snap.pods_scraped >= fleet.ready

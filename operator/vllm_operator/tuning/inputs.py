@@ -128,7 +128,7 @@ class Inputs:
         """Pods of a finished rollout that no node can take (no free GPU of the type): the
         replica lever is capped where the ready pods stand. 0 while a rollout runs."""
         fleet = self.snapshot.fleet
-        if fleet is None or fleet.rolling or fleet.updated < fleet.desired:
+        if fleet is None or fleet.in_rollout:
             return 0
         return max(0, min(fleet.unschedulable, fleet.desired - fleet.ready))
 

@@ -103,6 +103,11 @@ class FleetView:
     # free GPU of the type the replica lever is capped where the pods stand (guards.py)
     unschedulable: int = 0
 
+    @property
+    def in_rollout(self) -> bool:
+        """The new template is not on every pod yet."""
+        return self.rolling or self.updated < self.desired
+
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
