@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import report
-from .run import POLICIES, run_all, with_seeds
+from .run import ABLATIONS, POLICIES, run_all, with_seeds
 from .scenarios import DEFAULT, QUICK, SEEDS, Scenario
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -29,8 +29,9 @@ def _select(args: argparse.Namespace) -> list[Scenario]:
         wanted = set(args.scenarios.split(","))
         pool = tuple(s for s in (*DEFAULT, *QUICK) if s.name in wanted)
         pool = tuple({s.name: s for s in reversed(pool)}.values())[::-1]  # DEFAULT's first
-        if not pool:
-            raise SystemExit(f"no scenario named {args.scenarios}; known: "
+        unknown = sorted(wanted - {s.name for s in pool})
+        if unknown:
+            raise SystemExit(f"--scenarios: no scenario named {', '.join(unknown)}; known: "
                              + ", ".join(s.name for s in DEFAULT))  # fmt: skip
     if args.duration:
         pool = tuple(dataclasses.replace(s, duration=args.duration) for s in pool)
@@ -53,11 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.perf_counter()
     load = round(os.getloadavg()[0], 2)
-    seeds = args.seeds or (1 if args.quick else SEEDS)
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else SEEDS)
     if seeds < 1:
         raise SystemExit("--seeds must be at least 1")
+    if args.jobs < 1:
+        raise SystemExit("--jobs must be at least 1")
+    policies = args.policies.split(",")
+    unknown = [name for name in policies if name not in (*POLICIES, *ABLATIONS)]
+    if unknown:
+        raise SystemExit(f"--policies: no policy named {', '.join(unknown)}; known: "
+                         + ", ".join((*POLICIES, *ABLATIONS)))  # fmt: skip
     runs = with_seeds(_select(args), seeds)
-    results = run_all(runs, args.policies.split(","), jobs=args.jobs)
+    results = run_all(runs, policies, jobs=args.jobs)
     meta = {
         "command": " ".join(
             ["python -m bench.control_loop", *(sys.argv[1:] if argv is None else argv)]

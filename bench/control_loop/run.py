@@ -35,6 +35,7 @@ POLICIES = (
     "ours-replicas",
     "ours-full",
 )
+ABLATIONS = ("ours-reactive", "ours-observed")  # run only when named
 KNATIVE_UTILISATION = 0.7
 # rule 8 never fires (a forecast is at most the present) and a scale-down fits only the present
 REACTIVE = TuningSettings(forecast_max_growth=1.0, under_window=timedelta(0))

@@ -52,6 +52,24 @@ def test_quick_run_writes_every_policy_and_is_reproducible(tmp_path: Path) -> No
     assert _outcomes(tmp_path / "a") == _outcomes(tmp_path / "b")
 
 
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["--policies", "ours-replicas,oracle"], "--policies: no policy named oracle"),
+        (["--scenarios", "l4-3b/conv,l4-3b/nope"], "--scenarios: no scenario named l4-3b/nope"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--seeds", "0"], "--seeds must be at least 1"),
+    ],
+)
+def test_bad_flags_stop_with_one_line_naming_the_flag(
+    argv: list[str], field: str, tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--out", str(tmp_path)])
+    assert str(stop.value).startswith(field) and "\n" not in str(stop.value)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
 def _rec(arrival: float, ttft: float | None, gaps: tuple[float, ...] = ()) -> RunRecord:
     if ttft is None:
         return RunRecord("r", arrival, 10, 10, None, "rejected", "max_num_queued_reqs")
