@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import report
-from .run import ABLATIONS, POLICIES, run_all, with_seeds
+from .run import ABLATIONS, BOUNDS, POLICIES, run_all, with_seeds
 from .scenarios import DEFAULT, QUICK, SEEDS, Scenario
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.control_loop", description=__doc__)
     p.add_argument("--quick", action="store_true", help="one short scenario (1-2 minutes)")
     p.add_argument("--scenarios", help="comma-separated names, e.g. l4-3b/conv")
-    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    p.add_argument("--policies", default=",".join((*POLICIES, *BOUNDS)), help="comma-separated")
     p.add_argument("--duration", type=float, help="virtual seconds per scenario (override)")
     p.add_argument("--seeds", type=int, help=f"runs per scenario (default {SEEDS}, --quick 1)")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         raise SystemExit("--jobs must be at least 1")
     policies = args.policies.split(",")
-    unknown = [name for name in policies if name not in (*POLICIES, *ABLATIONS)]
+    known = (*POLICIES, *BOUNDS, *ABLATIONS)
+    unknown = [name for name in policies if name not in known]
     if unknown:
         raise SystemExit(f"--policies: no policy named {', '.join(unknown)}; known: "
-                         + ", ".join((*POLICIES, *ABLATIONS)))  # fmt: skip
+                         + ", ".join(known))  # fmt: skip
     runs = with_seeds(_select(args), seeds)
     results = run_all(runs, policies, jobs=args.jobs)
     meta = {

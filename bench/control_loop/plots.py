@@ -19,6 +19,7 @@ from .run import POLICIES, ScenarioResult
 _TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e377c2", "#9467bd", "#8c564b")
 COLORS = {
     **dict(zip(POLICIES, _TAB10, strict=True)),
+    "oracle-schedule": "#17becf",
     "ours-reactive": "#7f7f7f",
     "ours-observed": "#bcbd22",
 }

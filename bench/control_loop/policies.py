@@ -22,6 +22,10 @@
      (tuning/plan.py) carried out on the fleet; autotune Off (replicas only) or Auto. Each pass
      computes the engine model's capacity estimate the way the operator's handler does
      (tuning/model_capacity.py, through one process-wide cache) and passes it to decide().
+-    OracleSchedule: a bound, not a policy. The oracle's counts (oracle.py), each asked for the
+     longest model load before its block begins, so that its pods are ready when the block
+     does: what knowing the whole hour costs on a cluster where a pod holds its GPU while it
+     loads and while it drains.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from vllm_operator.tuning.plan import TunePlan, build_tune_plan
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_twin.observe import SCRAPE_INTERVAL, observe_snapshot
 
-from .harness import EPOCH, Context, engine_config
+from .harness import EPOCH, READY_DELAY, Context, engine_config
 from .scenarios import MAX_REPLICAS, MIN_REPLICAS, Scenario
 
 # One cache for every run of the process, as the operator holds one for every service.
@@ -65,6 +69,37 @@ class Static:
 
     def on_tick(self, now: float, ctx: Context) -> None:
         return None
+
+    def notes(self) -> dict[str, int]:
+        return {}
+
+    def log(self) -> list[str]:
+        return []
+
+
+@dataclass
+class OracleSchedule:
+    counts: tuple[int, ...]  # the oracle's replicas per block
+    block: float  # seconds
+    name: str = "oracle-schedule"
+    tick: float = SCRAPE_INTERVAL
+    lead: float = READY_DELAY[1]  # the longest model load: a pod asked this early is in time
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        # the oracle's fleets run the spec's flags (oracle.py)
+        first = self.counts[0]
+        return first, engine_config(scenario.profile.spec(first, "Off"))
+
+    def wanted(self, now: float) -> int:
+        """The most pods any block needs that began, or begins within `lead`, and has not ended."""
+        return max(
+            (n for k, n in enumerate(self.counts)
+             if k * self.block - self.lead <= now < (k + 1) * self.block),
+            default=self.counts[-1],
+        )  # fmt: skip
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        ctx.controls.scale_to(self.wanted(now), now)
 
     def notes(self) -> dict[str, int]:
         return {}

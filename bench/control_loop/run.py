@@ -1,5 +1,6 @@
 """Runs every policy on every scenario: the oracle first (it sizes the static fleets and the KPA
-target), then the six policies, in worker processes; results do not depend on the job count.
+target), then the policies and the oracle's schedule (a bound), in worker processes; results
+do not depend on the job count.
 
 Sizing from the oracle (hindsight, documented in docs/benchmarks.md):
 - static-mean: the oracle's mean count, rounded to the nearest (a fleet bought for the average);
@@ -23,7 +24,7 @@ from vllm_operator.tuning.settings import TuningSettings
 
 from .harness import Outcome, Policy, run_policy
 from .oracle import OracleResult, search
-from .policies import Hpa, Kpa, Ours, Static, Wva
+from .policies import Hpa, Kpa, OracleSchedule, Ours, Static, Wva
 from .scenarios import Scenario
 
 POLICIES = (
@@ -35,6 +36,8 @@ POLICIES = (
     "ours-replicas",
     "ours-full",
 )
+# run by default beside the policies, reported as a bound: the oracle's schedule on the cluster
+BOUNDS = ("oracle-schedule",)
 ABLATIONS = ("ours-reactive", "ours-observed")  # run only when named
 KNATIVE_UTILISATION = 0.7
 # rule 8 never fires (a forecast is at most the present) and a scale-down fits only the present
@@ -57,6 +60,8 @@ def make_policy(name: str, oracle: OracleResult) -> Policy:
         return Ours(name, "Off", first)
     if name == "ours-full":
         return Ours(name, "Auto", first)
+    if name == "oracle-schedule":
+        return OracleSchedule(tuple(oracle.counts), oracle.block)
     if name == "ours-reactive":  # an ablation, not run by default: ours-replicas, forecast off
         return Ours(name, "Off", first, settings=REACTIVE)
     if name == "ours-observed":  # an ablation, not run by default: ours-replicas, no model
@@ -77,7 +82,7 @@ class ScenarioResult:
 
 def run_all(
     scenarios: Iterable[Scenario],
-    policies: Iterable[str] = POLICIES,
+    policies: Iterable[str] = (*POLICIES, *BOUNDS),
     jobs: int = 1,
     log: Callable[[str], None] | None = None,
 ) -> list[ScenarioResult]:

@@ -12,7 +12,7 @@ from bench.control_loop.__main__ import main
 from bench.control_loop.harness import Context, Controls, Outcome
 from bench.control_loop.measure import window_share, window_stats
 from bench.control_loop.oracle import OracleResult
-from bench.control_loop.policies import Wva
+from bench.control_loop.policies import OracleSchedule, Wva
 from bench.control_loop.report import check_targets, group
 from bench.control_loop.run import ScenarioResult
 from bench.control_loop.scenarios import DEFAULT, QUICK
@@ -43,7 +43,7 @@ def test_quick_run_writes_every_policy_and_is_reproducible(tmp_path: Path) -> No
     assert main([*ARGS, "--out", str(tmp_path / "a")]) == 0
     table = (tmp_path / "a" / "control_loop.md").read_text()
     for name in ("oracle (bound)", "static-mean", "static-peak", "hpa-waiting", "kpa-running",
-                 "wva-saturation", "ours-replicas", "ours-full"):  # fmt: skip
+                 "wva-saturation", "ours-replicas", "ours-full", "oracle-schedule"):  # fmt: skip
         assert f"| {name} |" in table
     assert "GPU-hours <= 1.10x the oracle" in table
     assert (tmp_path / "a" / "control_loop.timeline.png").stat().st_size > 0
@@ -115,6 +115,23 @@ def test_losing_nodes_takes_half_the_pods_and_the_deployment_replaces_them() -> 
     fleet.advance_to(1800.0 + 300.0)
     assert len(fleet.ready) == 4
     assert all(210.0 <= s <= 270.0 for s in controls.ready_seconds())
+
+
+def test_the_oracle_schedule_has_each_blocks_pods_ready_when_the_block_begins() -> None:
+    schedule = OracleSchedule((1, 3, 2, 1), block=300.0)
+    assert schedule.wanted(0.0) == 1
+    assert schedule.wanted(300.0 - 271.0) == 1  # before the longest model load ahead of it
+    assert schedule.wanted(300.0 - 270.0) == 3  # asked for the longest load ahead: in time
+    assert schedule.wanted(599.0) == 3  # a block keeps its pods to its end ...
+    assert schedule.wanted(600.0) == 2  # ... and the next one drops them at its start
+    assert schedule.wanted(1300.0) == 1  # after the last block: its count
+    fleet = Fleet(EngineConfig(max_model_len=4096), H100, LLAMA8, 1)
+    controls = Controls(fleet, random.Random(1))
+    ctx = Context(QUICK[0], fleet, ScrapeStore(), controls)  # type: ignore[arg-type]
+    for tick in range(0, 300, 15):
+        schedule.on_tick(float(tick), ctx)
+    fleet.advance_to(300.0)
+    assert len(fleet.ready) == 3  # every pod of block 1 serves from its first second
 
 
 def _wva_tick(kv: float, waiting: float, pods: int = 2, asked: int | None = None) -> int:
