@@ -169,7 +169,12 @@ def main() -> int:
     rc = subprocess.call(create)
     if rc == 0:
         sup.adopt()
-    (args.state / "created").write_text(str(rc))
+    # written whole under a temporary name, then renamed: cluster.sh and the tests wait for the
+    # file to exist and then read it, and a plain write_text is seen empty between its open and
+    # its write
+    tmp = args.state / "created.tmp"
+    tmp.write_text(str(rc))
+    os.replace(tmp, args.state / "created")
     if rc != 0:
         return rc
     sup.run(stopping)
