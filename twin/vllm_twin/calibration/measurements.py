@@ -78,7 +78,10 @@ class Setup(_Strict):
     quantization: str
     prefix_caching: Literal["on", "off", "default", "unknown"]
     server_args: str | None = None
-    scheduler_budget: str | None = None
+    # the default budget tier the run's vLLM build gave its device, where that is not the one
+    # vLLM 0.33 gives it (docs/vllm-0.33.md §1.3): large 16384/1024, medium 8192/1024, small
+    # 2048/256 tokens/sequences for `vllm serve`
+    scheduler_budget: Literal["large", "medium", "small"] | None = None
 
     @model_validator(mode="after")
     def _tp_fits(self) -> Self:

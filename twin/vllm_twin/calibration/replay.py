@@ -15,6 +15,10 @@ benchmark, `vllm-twin calibrate`):
   when the source gives its totals.
 - A source whose client is `vllm bench serve --backend openai-chat` sends chat requests (the
   API server's `api_chat_cost`); every other one /v1/completions.
+- Defaults are those of the run, not vLLM 0.33's where they differ (`release_defaults`): a
+  release before 0.20.0 used 90% of GPU memory, not 92%; the offline benchmarks build an `LLM`,
+  whose token budget and sequence cap are larger than `vllm serve`'s; a point's
+  `scheduler_budget` names the tier its build applied. A flag the source set wins over all of it.
 - A quantity the point lists under `excluded` (with its source-based reason) is not compared,
   so it is neither fitted nor judged; the fidelity benchmark prints each one with its reason.
 - Each quantity compares the same statistic on both sides: the median where the source gives
@@ -32,9 +36,10 @@ from dataclasses import dataclass
 from vllm_operator.sim.benchserve import BenchServeFigures, bench_serve_figures
 from vllm_operator.sim.catalog import Catalog
 from vllm_operator.sim.closedloop import ClosedLoopSpec, run_closed_loop
-from vllm_operator.sim.engine import EngineConfig, StepCoefficients
+from vllm_operator.sim.engine import EngineConfig, GpuProfile, StepCoefficients
 from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.workload import LengthDist
+from vllm_operator.vllm.defaults import LARGE, MEDIUM, SMALL, BatchDefaults, batch_defaults
 from vllm_twin.argv import ArgvError, parse_vllm_argv
 from vllm_twin.calibration.measurements import Point, Stats
 
@@ -47,6 +52,17 @@ OFFLINE_THROUGHPUT_PROMPTS = 1000  # vllm/benchmarks/throughput.py --num-prompts
 # --swap-space is gone in vLLM 0.33, --tokenizer-mode only changes the tokeniser
 _DROPPED_FLAGS = {"--swap-space": 1, "--tokenizer-mode": 1}
 _ESTIMATED_MAX = re.compile(r"estimated maximum model length is (\d+)")
+# vLLM's defaults that changed before 0.33 (docs/vllm-0.33.md §1.3 and §6): 0.9 of GPU memory
+# through 0.19.0; no >= 160 GiB tier before 0.28.0 (such a GPU got the 70 GiB tier's budgets)
+OLD_GPU_MEMORY_UTILIZATION = 0.9
+GPU_MEMORY_UTILIZATION_092_SINCE = (0, 20)
+LARGE_TIER_SINCE = (0, 28)
+_UTILIZATION_FLAGS = {"--gpu-memory-utilization", "--device-memory-utilization"}
+# the offline benchmarks' `LLM` (usage context LLM_CLASS) gets larger budgets than `vllm serve`
+# on the same device (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py)
+OFFLINE_BATCH_DEFAULTS = {MEDIUM: BatchDefaults(16384, 1024), SMALL: BatchDefaults(8192, 256)}
+# Setup.scheduler_budget: the tier a run's build gave its device, where not the 0.33 one
+BUDGET_TIERS = {"large": LARGE, "medium": MEDIUM, "small": SMALL}
 
 # quantity -> its group in the summary
 GROUPS = {
@@ -108,7 +124,7 @@ def replay_point(
             f"request rate {work.request_rate}/s: open-loop points not replayed yet"
         )
     spec = workload_spec(point)
-    cfg, note = engine_config(point), ""
+    cfg, note = release_defaults(point, engine_config(point), gpu), ""
     try:
         fleet = Fleet(cfg, gpu, model, 1, coeffs=coeffs)
     except ValueError as exc:
@@ -232,6 +248,36 @@ def engine_config(point: Point) -> EngineConfig:
     except ArgvError as exc:
         raise NotSimulableError(f"server_args: {exc}") from None
     return dataclasses.replace(cfg, tensor_parallel_size=tp)
+
+
+def release_defaults(point: Point, cfg: EngineConfig, gpu: GpuProfile) -> EngineConfig:
+    """`cfg` with the defaults the point's vLLM release and benchmark applied where the
+    source's own flags leave them to vLLM; an unknown release keeps vLLM 0.33's."""
+    setup, release = point.setup, _release(point.setup.vllm_version)
+    own = {word.split("=", 1)[0] for word in shlex.split(setup.server_args or "")}
+    old = release is not None and release < GPU_MEMORY_UTILIZATION_092_SINCE
+    if old and not own & _UTILIZATION_FLAGS:
+        cfg = dataclasses.replace(cfg, gpu_memory_utilization=OLD_GPU_MEMORY_UTILIZATION)
+    tier = BUDGET_TIERS.get(setup.scheduler_budget or "") or batch_defaults(
+        gpu.device_name, gpu.memory_gib
+    )
+    if tier is LARGE and release is not None and release < LARGE_TIER_SINCE:
+        tier = MEDIUM
+    if point.workload.mode != "serve":
+        tier = OFFLINE_BATCH_DEFAULTS.get(tier, tier)
+    if tier == batch_defaults(gpu.device_name, gpu.memory_gib):
+        return cfg  # what the engine model resolves by itself
+    return dataclasses.replace(
+        cfg,
+        max_num_batched_tokens=cfg.max_num_batched_tokens or tier.max_num_batched_tokens,
+        max_num_seqs=cfg.max_num_seqs or tier.max_num_seqs,
+    )
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a release such as "0.11.0" or "0.10.1.1"; None when not a release."""
+    found = re.fullmatch(r"(\d+)\.(\d+)(\.\d+)*", version.strip())
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _stat(stats: Stats | None) -> tuple[str, float] | None:
