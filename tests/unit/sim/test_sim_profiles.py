@@ -14,7 +14,7 @@ import pytest
 
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine import EngineConfig, StepCoefficients, StepTimeModel, resolve_config
-from vllm_operator.sim.engine.profiles import ProfileError
+from vllm_operator.sim.engine.profiles import GpuProfile, ProfileError, prefill_mfu
 
 from .helpers import CATALOG
 
@@ -144,8 +144,31 @@ def test_a_gpu_without_efficiencies_takes_the_pooled_coefficients() -> None:
     model, coeffs = catalog.model("Mistral-7B-v0.3"), catalog.coefficients
     kv = model.kv_bytes_per_token
     pooled = StepTimeModel(rtx, model, tp=1, kv_bytes_per_token=kv, coeffs=coeffs)
-    own = dataclasses.replace(rtx, mfu_prefill=coeffs.mfu_prefill, mfu_decode=coeffs.mfu_decode)
+    assert rtx.tdp_watts is not None and coeffs.prefill_tflops_per_watt > 0
+    sustained = coeffs.prefill_tflops_per_watt * rtx.tdp_watts / rtx.tflops
+    prefill = min(coeffs.mfu_prefill_max, sustained)
+    own = dataclasses.replace(rtx, mfu_prefill=prefill, mfu_decode=coeffs.mfu_decode)
     stated = StepTimeModel(own, model, tp=1, kv_bytes_per_token=kv, coeffs=coeffs)
     # a 2048-token prefill is compute-bound, a 256-sequence decode close to it
     for args in ((1, 2048, 0, 2048, 2048 * 2049, 0), (256, 0, 256, 256 * 300, 0, 2 * 256 * 300)):
         assert pooled.duration(*args) == stated.duration(*args)
+
+
+@pytest.mark.parametrize(
+    ("tdp", "per_watt", "expected"),
+    [
+        (None, 0.6, 0.44),  # no TDP: the median share
+        (300.0, 0.0, 0.44),  # no per-watt figure (an uncalibrated catalog): the median share
+        (100.0, 0.5, 0.25),  # 0.5 TFLOPS/W x 100 W of a 200-TFLOPS part
+        (1000.0, 0.5, 0.8),  # 2.5 by power: the best measured share caps it
+    ],
+)
+def test_prefill_efficiency_of_an_unmeasured_gpu_follows_its_power_limit(
+    tdp: float | None, per_watt: float, expected: float
+) -> None:
+    gpu = GpuProfile("X", "X", 40.0, 1.0, 200.0, 25.0, 20.0, tdp_watts=tdp)
+    coeffs = StepCoefficients(
+        mfu_prefill=0.44, prefill_tflops_per_watt=per_watt, mfu_prefill_max=0.8
+    )
+    assert prefill_mfu(gpu, coeffs) == pytest.approx(expected)
+    assert prefill_mfu(dataclasses.replace(gpu, mfu_prefill=0.3), coeffs) == 0.3

@@ -10,7 +10,16 @@ import pytest
 import yaml
 
 from vllm_operator.sim.catalog import load_catalog
-from vllm_twin.calibration.fit import PRIOR_WEIGHT, fit, golden, loss, pooled, prior_cost
+from vllm_operator.sim.engine import GpuProfile
+from vllm_twin.calibration.fit import (
+    PRIOR_WEIGHT,
+    fit,
+    golden,
+    leave_one_out,
+    loss,
+    pooled,
+    prior_cost,
+)
 from vllm_twin.calibration.measurements import default_path, parse_measurements
 from vllm_twin.calibration.replay import replay_point
 from vllm_twin.cli import main
@@ -82,11 +91,38 @@ def test_the_fingerprint_follows_the_measurement_file(tmp_path: Path) -> None:
     assert fingerprint(copy) != fingerprint(default_path())
 
 
-def test_an_unseen_gpu_takes_the_fitted_gpus_median_efficiencies() -> None:
+def _gpu(name: str, tflops: float, tdp: float | None) -> GpuProfile:
+    return GpuProfile(name, name, 80.0, 2.0, tflops, 100.0, 10.0, tdp_watts=tdp)
+
+
+def test_an_unseen_gpu_takes_the_fitted_gpus_median_efficiencies_and_prefill_per_watt() -> None:
     fitted = {
         "A": {"mfu_prefill": 0.2, "mfu_decode": 0.08, "eta_w": 0.7, "eta_kv": 0.5},
         "B": {"mfu_prefill": 0.4, "mfu_decode": 0.30, "eta_w": 0.6, "eta_kv": 0.5},
         "C": {"mfu_prefill": 0.6, "mfu_decode": 0.32, "eta_w": 0.8, "eta_kv": 0.5},
     }
-    assert pooled(fitted) == {"mfu_prefill": 0.4, "mfu_decode": 0.30}
-    assert pooled({}) == {}
+    # 0.2 x 1000 / 400 = 0.5, 0.4 x 500 / 400 = 0.5, 0.6 x 300 / 200 = 0.9 TFLOPS per watt
+    profiles = {"A": _gpu("A", 1000, 400), "B": _gpu("B", 500, 400), "C": _gpu("C", 300, 200)}
+    assert pooled(fitted, profiles) == {
+        "mfu_prefill": 0.4,
+        "mfu_decode": 0.30,
+        "prefill_tflops_per_watt": 0.5,
+        "mfu_prefill_max": 0.6,
+    }
+    # without a TDP there is no per-watt figure: the medians alone
+    no_tdp = {n: _gpu(n, g.tflops, None) for n, g in profiles.items()}
+    assert pooled(fitted, no_tdp) == {"mfu_prefill": 0.4, "mfu_decode": 0.30}
+    assert pooled({}, profiles) == {}
+
+
+def test_leave_one_out_prices_each_fitted_gpu_from_the_others() -> None:
+    fitted = {n: {"mfu_prefill": v} for n, v in (("A", 0.2), ("B", 0.4), ("C", 0.6))}
+    fitted = {n: {**f, "mfu_decode": 0.3} for n, f in fitted.items()}
+    profiles = {"A": _gpu("A", 1000, 400), "B": _gpu("B", 500, 400), "C": _gpu("C", 300, 200)}
+    checks = {c.gpu: c for c in leave_one_out(fitted, profiles)}
+    # A from B and C: median 0.7 TFLOPS/W x 400 W / 1000 TFLOPS = 0.28; median share 0.5
+    assert checks["A"].by_power == pytest.approx(0.28) and checks["A"].by_median == 0.5
+    # C from A and B: 0.5 x 200 / 300 = 0.333, under the best other share (0.4)
+    assert checks["C"].by_power == pytest.approx(1 / 3) and checks["C"].fitted == 0.6
+    # B from A and C: 0.7 x 400 / 500 = 0.56, capped at the best other share (0.6): 0.56
+    assert checks["B"].by_power == pytest.approx(0.56)

@@ -4,7 +4,9 @@ What is fitted, and from which data:
 - per GPU, from that GPU's fit points: `mfu_prefill`, `mfu_decode`, `eta_w` and `eta_kv` (the
   shares of bandwidth achieved when streaming weights and when reading the KV cache), and then
   both etas at once (`_trade`: points that fill the KV cache fix only their mix);
-- a GPU without fit points takes the fitted GPUs' median `mfu_prefill`/`mfu_decode` (`pooled`);
+- a GPU without fit points gets the prefill efficiency its power limit sustains at the fitted
+  GPUs' median prefill TFLOPS per watt (at most the best fitted `mfu_prefill`), and the fitted
+  GPUs' median `mfu_decode` (`pooled`; `leave_one_out` checks the rule on the fitted GPUs);
 - shared by all GPUs, from every fit point: `api_overhead` (the API server's latency per
   request, what low-load TTFT adds to the prefill), `api_request_cost` (its serial CPU time
   per request, what makes throughput plateau when a burst arrives), `api_chat_cost` (the extra
@@ -26,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,19 +234,69 @@ def fit(
     coefficients = {
         name: round(float(getattr(catalog.coefficients, name)), 6) for name in SHARED_PARAMS
     }
-    coefficients.update(pooled(gpus))
+    coefficients.update(pooled(gpus, catalog.gpus))
     return Fitted(gpus, coefficients, before, loss(points, catalog), len(points))
 
 
-def pooled(gpus: dict[str, dict[str, float]]) -> dict[str, float]:
-    """The compute efficiencies of a GPU nothing was measured on: the fitted GPUs' median.
+def pooled(
+    gpus: dict[str, dict[str, float]], profiles: Mapping[str, GpuProfile]
+) -> dict[str, float]:
+    """What a GPU nothing was measured on takes (`profiles.prefill_mfu`): the fitted GPUs'
+    median efficiencies, their median prefill TFLOPS per watt of TDP and their best
+    `mfu_prefill` (the ceiling the per-watt figure may not lift an unseen GPU above).
 
-    The median, not one borrowed GPU's values: an unseen GPU is more likely typical than like
-    any one other, and the median is not pulled by a GPU whose points leave a value near its
-    prior (the L4's decode efficiency: its 0.5B model never makes decode compute-bound).
+    Medians, not one borrowed GPU's values: an unseen GPU is more likely typical than like any
+    one other, and a median is not pulled by a GPU whose points leave a value near its prior
+    (the L4's decode efficiency: its 0.5B model never makes decode compute-bound). Prefill is
+    priced by power because the fitted GPUs sustain about the same TFLOPS per watt (0.54-0.72)
+    at shares of their datasheet peaks that differ by 2.4x (`leave_one_out`).
     """
     if not gpus:
         return {}
-    return {
+    out = {
         name: round(statistics.median(g[name] for g in gpus.values()), 4) for name in POOLED_PARAMS
     }
+    per_watt = _per_watt(gpus, profiles)
+    if per_watt:
+        out["prefill_tflops_per_watt"] = round(statistics.median(per_watt.values()), 4)
+        out["mfu_prefill_max"] = round(max(g["mfu_prefill"] for g in gpus.values()), 4)
+    return out
+
+
+def _per_watt(
+    gpus: dict[str, dict[str, float]], profiles: Mapping[str, GpuProfile]
+) -> dict[str, float]:
+    """Each fitted GPU's prefill TFLOPS per watt of TDP (those with a TDP)."""
+    out: dict[str, float] = {}
+    for name, fitted in gpus.items():
+        tdp = profiles[name].tdp_watts
+        if tdp is not None:
+            out[name] = fitted["mfu_prefill"] * profiles[name].tflops / tdp
+    return out
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """One fitted GPU's `mfu_prefill` beside what each rule gives it from the others alone."""
+
+    gpu: str
+    fitted: float
+    by_power: float  # min(best other, the others' median TFLOPS/W x TDP / peak)
+    by_median: float  # the others' median mfu_prefill
+
+
+def leave_one_out(
+    gpus: dict[str, dict[str, float]], profiles: Mapping[str, GpuProfile]
+) -> list[Unseen]:
+    """Treat each fitted GPU in turn as unseen: how far off would `pooled` have put it?"""
+    out: list[Unseen] = []
+    for name in sorted(gpus):
+        others = {n: g for n, g in gpus.items() if n != name}
+        rule = pooled(others, profiles)
+        gpu = profiles[name]
+        if not rule or gpu.tdp_watts is None or "prefill_tflops_per_watt" not in rule:
+            continue
+        sustained = rule["prefill_tflops_per_watt"] * gpu.tdp_watts / gpu.tflops
+        by_power = min(rule["mfu_prefill_max"], sustained)
+        out.append(Unseen(name, gpus[name]["mfu_prefill"], by_power, rule["mfu_prefill"]))
+    return out

@@ -25,7 +25,7 @@ import vllm_twin.calibration.fit as fit_module
 import vllm_twin.calibration.replay as replay_module
 from vllm_operator.cli import UsageError
 from vllm_operator.sim.catalog import CALIBRATED, load_catalog
-from vllm_twin.calibration.fit import fit
+from vllm_twin.calibration.fit import fit, leave_one_out
 from vllm_twin.calibration.measurements import MeasurementError, default_path, load_measurements
 
 NAME = "calibrate"
@@ -120,4 +120,14 @@ def run(args: argparse.Namespace) -> int:
     fitted = fit(measurements, base, rounds=args.rounds, progress=progress)
     out.write_text(render(fitted, current), "utf-8")
     print(f"wrote {out}: loss {fitted.loss_before:.4f} -> {fitted.loss_after:.4f}")
+    checks = leave_one_out(fitted.gpus, base.gpus)
+    if checks:
+        print("unseen-GPU prefill efficiency, each fitted GPU left out (mfu_prefill):")
+        print(f"  {'gpu':<12} {'fitted':>7} {'by TDP':>15} {'by median':>15}")
+        for c in checks:
+            power, median = c.by_power / c.fitted - 1, c.by_median / c.fitted - 1
+            print(
+                f"  {c.gpu:<12} {c.fitted:7.3f} {c.by_power:7.3f} ({power:+5.0%})"
+                f" {c.by_median:7.3f} ({median:+5.0%})"
+            )
     return 0

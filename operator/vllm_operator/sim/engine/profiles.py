@@ -26,9 +26,11 @@ class GpuProfile:
     interconnect_gbps: float  # per-GPU all-reduce bandwidth (NVLink / xGMI / PCIe), GB/s
     allreduce_latency_us: float  # fixed cost of one all-reduce (estimate, see gpus.yaml)
     # achieved fractions of peak compute in prefill and in decode; None (a GPU nothing was
-    # measured on): StepCoefficients.mfu_prefill / mfu_decode, the fitted GPUs' median
+    # measured on): `prefill_mfu` below, and StepCoefficients.mfu_decode (the fitted median)
     mfu_prefill: float | None = None
     mfu_decode: float | None = None
+    # the board's power limit (datasheet TDP): what sustained tensor work is bounded by
+    tdp_watts: float | None = None
     # achieved shares of bandwidth on this GPU when streaming weights and when reading KV in
     # attention (fitted by `vllm-twin calibrate`); None: StepCoefficients.eta_w / eta_kv
     eta_w: float | None = None
@@ -78,6 +80,11 @@ class StepCoefficients:
     mfu_decode: float = 0.30
     tp_comm: float = 0.752  # all-reduce correction (BLIS beta4)
     overlap: float = 0.0  # 0: hard max(compute, memory); > 0: a smooth roofline (steptime.py)
+    # prefill TFLOPS a watt of board power sustains, and the best mfu_prefill measured on any GPU:
+    # a GPU with a TDP but no mfu_prefill of its own gets min(max, per_watt * TDP / peak); 0:
+    # mfu_prefill above (docs/twin-calibration.md §2.5)
+    prefill_tflops_per_watt: float = 0.0
+    mfu_prefill_max: float = 1.0
     api_overhead: float = 15.6e-3  # alpha0: HTTP parse/validate/enqueue, delays engine arrival
     api_request_cost: float = 0.0  # API server CPU per request, serial: a burst queues on it
     api_chat_cost: float = 0.0  # extra API CPU of a chat request (template, messages), serial
@@ -86,6 +93,17 @@ class StepCoefficients:
     nontorch_gib_tp1: float = 0.27  # non-torch memory at TP=1 (llm-d-planner)
     nontorch_gib_tp: float = 2.1  # ... at TP>1 (NCCL buffers)
     step_noise: float = 0.0  # relative std of step-time noise; 0 = deterministic model
+
+
+def prefill_mfu(gpu: GpuProfile, coeffs: StepCoefficients) -> float:
+    """The share of `gpu`'s peak compute a prefill achieves: its own where measured, else what
+    its power limit sustains (at most the best measured share), else the coefficients'."""
+    if gpu.mfu_prefill is not None:
+        return gpu.mfu_prefill
+    if gpu.tdp_watts is not None and coeffs.prefill_tflops_per_watt > 0:
+        sustained = coeffs.prefill_tflops_per_watt * gpu.tdp_watts / gpu.tflops
+        return min(coeffs.mfu_prefill_max, sustained)
+    return coeffs.mfu_prefill
 
 
 class ProfileError(ValueError):
@@ -122,6 +140,8 @@ def gpu_from_mapping(name: str, raw: Mapping[str, Any]) -> GpuProfile:
     gpu: GpuProfile = _build(GpuProfile, name, raw, "gpu")
     _positive("gpu", name, gpu, ("memory_gib", "bandwidth_tbps", "tflops"))
     _positive("gpu", name, gpu, ("interconnect_gbps", "allreduce_latency_us"))
+    if gpu.tdp_watts is not None:
+        _positive("gpu", name, gpu, ("tdp_watts",))
     for field_name, what in (
         ("mfu_prefill", "peak"),
         ("mfu_decode", "peak"),

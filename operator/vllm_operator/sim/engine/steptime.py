@@ -9,7 +9,8 @@ other, take longer than either alone (q = 1/2: hypot(c, m), 1.41 x at c = m).
 T_compute = (2*P*n_prefill + attention FLOPs of prefill) / (F*mfu_prefill*TP)
           + (2*P*n_decode  + attention FLOPs of decode)  / (F*mfu_decode*TP)
 T_memory  = W/(eta_w*BW*TP) + C*kv/(eta_kv*BW) + n*kv/BW        (kv = KV bytes/token per GPU)
-            (eta_w, eta_kv, mfu_*: the GPU profile's own when it has them, else the coefficients)
+            (eta_w, eta_kv, mfu_*: the GPU profile's own when it has them, else the coefficients;
+            mfu_prefill of a GPU with a TDP: profiles.prefill_mfu)
 T_tp      = tp_comm * 2*L * (latency + 2(TP-1)/TP * n*hidden*dtype / link)   when TP > 1
 
 B = scheduled requests, n = scheduled tokens, C = KV tokens the step attends over (each
@@ -25,7 +26,12 @@ import math
 from collections.abc import Callable
 from typing import Protocol
 
-from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile, StepCoefficients
+from vllm_operator.sim.engine.profiles import (
+    GpuProfile,
+    ModelProfile,
+    StepCoefficients,
+    prefill_mfu,
+)
 
 
 class StepTimeModel:
@@ -42,7 +48,7 @@ class StepTimeModel:
         bw = gpu.bandwidth_tbps * 1e12
         self._fixed = coeffs.t0 + model.layers * coeffs.c_layer
         self._per_req = coeffs.c_req
-        mfu_p = gpu.mfu_prefill if gpu.mfu_prefill is not None else coeffs.mfu_prefill
+        mfu_p = prefill_mfu(gpu, coeffs)
         mfu_d = gpu.mfu_decode if gpu.mfu_decode is not None else coeffs.mfu_decode
         self._lin_p = 2 * model.params_nonemb / (flops * mfu_p)
         self._lin_d = 2 * model.params_nonemb / (flops * mfu_d)
