@@ -36,6 +36,8 @@ from vllm_operator.sim.engine.profiles import (
 )
 
 CALIBRATED = "calibrated.yaml"
+# coefficients that are achieved shares of a peak, and that the step time divides by
+SHARES = frozenset({"eta_w", "eta_kv", "mfu_prefill", "mfu_decode", "mfu_prefill_max"})
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ def _coefficients(raw: Mapping[str, Any], source: str) -> StepCoefficients:
     for name, value in raw.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise ProfileError(f"{source}: coefficient {name} must be a number >= 0")
+        if name in SHARES and not 0 < value <= 1:
+            raise ProfileError(f"{source}: coefficient {name} is a share (0 < {name} <= 1)")
     return replace(StepCoefficients(), **{k: float(v) for k, v in raw.items()})
 
 

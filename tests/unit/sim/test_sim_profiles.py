@@ -128,6 +128,10 @@ def test_user_override_merges_fields_and_adds_entries(tmp_path: Path) -> None:
         ("gpus:\n  New: {memory_gib: 8}\n", "missing field"),
         ("engines: {}\n", "unknown top-level key"),
         ("coefficients: {t0: -1}\n", "must be a number >= 0"),
+        # shares the step time divides by: 0 is a division by zero, more than 1 beyond the peak
+        ("coefficients: {mfu_prefill: 0}\n", "coefficient mfu_prefill is a share"),
+        ("coefficients: {mfu_prefill_max: 0}\n", "coefficient mfu_prefill_max is a share"),
+        ("coefficients: {eta_kv: 1.5}\n", "coefficient eta_kv is a share"),
     ],
 )
 def test_user_override_errors(tmp_path: Path, text: str, message: str) -> None:
