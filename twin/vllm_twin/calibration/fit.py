@@ -34,6 +34,7 @@ from typing import Any
 
 from vllm_operator.sim.catalog import Catalog
 from vllm_operator.sim.engine import GpuProfile, StepCoefficients
+from vllm_operator.sim.engine.profiles import prefill_mfu
 from vllm_twin.calibration.measurements import MeasurementSet, Point
 from vllm_twin.calibration.replay import NotSimulableError, replay_point
 
@@ -248,8 +249,8 @@ def pooled(
     Medians, not one borrowed GPU's values: an unseen GPU is more likely typical than like any
     one other, and a median is not pulled by a GPU whose points leave a value near its prior
     (the L4's decode efficiency: its 0.5B model never makes decode compute-bound). Prefill is
-    priced by power because the fitted GPUs sustain about the same TFLOPS per watt (0.54-0.72)
-    at shares of their datasheet peaks that differ by 2.4x (`leave_one_out`).
+    priced by power because the fitted GPUs sustain about the same TFLOPS per watt at shares of
+    their datasheet peaks that differ far more (docs/twin-calibration.md §2.5, `leave_one_out`).
     """
     if not gpus:
         return {}
@@ -294,9 +295,9 @@ def leave_one_out(
         others = {n: g for n, g in gpus.items() if n != name}
         rule = pooled(others, profiles)
         gpu = profiles[name]
-        if not rule or gpu.tdp_watts is None or "prefill_tflops_per_watt" not in rule:
+        if gpu.tdp_watts is None or "prefill_tflops_per_watt" not in rule:
             continue
-        sustained = rule["prefill_tflops_per_watt"] * gpu.tdp_watts / gpu.tflops
-        by_power = min(rule["mfu_prefill_max"], sustained)
+        unseen = dataclasses.replace(gpu, mfu_prefill=None)
+        by_power = prefill_mfu(unseen, dataclasses.replace(StepCoefficients(), **rule))
         out.append(Unseen(name, gpus[name]["mfu_prefill"], by_power, rule["mfu_prefill"]))
     return out
