@@ -1,14 +1,14 @@
 """One policy on one scenario: the twin fleet in virtual time with a real cluster's delays.
 
 Modelled delays: a new replica takes traffic 240 s +- 30 s (uniform, seeded) after it is asked
-for (model load); a flag change replaces every pod the same way, one at a time, with the
-strategy the operator gives the rollout (render/rollout.py): where a GPU of the type is free, a
-surge pod loads before an old pod stops (maxSurge 1, maxUnavailable 0), else one pod at a time
-goes first (maxSurge 0, maxUnavailable 1); Prometheus scrapes every pod every 15 s; controllers
-act on their own period (policies.py). A node loss (scenarios.py) takes half the pods away at
-once and the Deployment asks for their replacements, which load like any new pod. GPU time
-runs from the moment a pod is asked for (its GPU is held while the model loads) until it has
-drained, clipped to the arrivals' span.
+for (model load); a flag change replaces every pod the same way, with the strategy the operator
+gives the rollout (render/rollout.py): where GPUs of the type are free, surge pods (as many at
+once as the free GPUs place, up to the replicas) load before old pods stop (maxUnavailable 0),
+else one pod at a time goes first (maxSurge 0, maxUnavailable 1); Prometheus scrapes every pod
+every 15 s; controllers act on their own period (policies.py). A node loss (scenarios.py)
+takes half the pods away at once and the Deployment asks for their replacements, which load
+like any new pod. GPU time runs from the moment a pod is asked for (its GPU is held while the
+model loads) until it has drained, clipped to the arrivals' span.
 """
 
 from __future__ import annotations
@@ -121,17 +121,19 @@ class Controls:
             )
         )
 
-    def spare_gpu(self) -> bool:
-        """A GPU of the type is free for a surge pod (what the operator reads from the nodes and
-        pods, handlers/rollout.py)."""
-        return self.placed < self.gpus
+    def spare_pods(self) -> int:
+        """The surge pods the free GPUs place (what the operator reads from the nodes and pods,
+        handlers/rollout.py): GPUs held by no placed pod and no loading surge pod."""
+        surging = sum(1 for r in self.fleet.live if r.surge)
+        return max(0, self.gpus - self.placed - surging)
 
     def restart(self, cfg: EngineConfig, now: float) -> None:
-        """The re-render's rollout, with the strategy the operator would give it. A surge pod
-        over `max_replicas - 1` pods may briefly hold a GPU a scale-up then also wants (a
-        simplification: there it would wait Pending). The Deployment counts the Pending pods
+        """The re-render's rollout, with the strategy the operator would give it. Surge pods
+        hold the free GPUs while they load; a scale-up asked for meanwhile is placed as if they
+        were free (a simplification: there it would wait Pending; ours holds a rolling fleet,
+        rule 0d, and no other policy rolls). The Deployment counts the Pending pods
         as unavailable first, so of the placed pods it stops maxUnavailable minus those."""
-        spare = self.spare_gpu()
+        spare = self.spare_pods()
         if not spare and self.placed <= 1:
             raise ValueError(
                 "a single placed pod with no free GPU: its rollout stalls (not modelled)"

@@ -303,7 +303,7 @@ class Ours:
             capacities = capacity_estimates(found)
         decision = decide_seeing_spare_gpu(
             self.spec, snapshot, self.state, at, self.settings, capacities,
-            ctx.controls.spare_gpu,
+            ctx.controls.spare_pods,
         )  # fmt: skip
         self.state = decision.state  # persisted exactly as returned, like status.tuning
         self.reasons[decision.reason.value] += 1

@@ -13,7 +13,7 @@ from tests.component.handlers import LOG, deployment, deps_for, example, serve, 
 from tests.support.fake_kube import FakeKube
 from vllm_operator import constants as c
 from vllm_operator.handlers.reconcile import reconcile
-from vllm_operator.render.rollout import ONE_DOWN, SURGE
+from vllm_operator.render.rollout import ONE_DOWN, SURGE, surge
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 GPU_LABEL = "nvidia.com/gpu.product"
@@ -63,8 +63,15 @@ def warnings(kube: FakeKube) -> list[str]:
 
 def test_a_free_gpu_makes_the_rollout_surge() -> None:
     kube = FakeKube()
-    dep = retune(kube, replicas=2, taken=6)  # 2 free: one surge pod fits
+    dep = retune(kube, replicas=2, taken=7)  # 1 free: one surge pod fits
     assert dep["spec"]["strategy"] == SURGE
+    assert warnings(kube) == []
+
+
+def test_free_gpus_for_every_replica_replace_them_all_at_once() -> None:
+    kube = FakeKube()
+    dep = retune(kube, replicas=2, taken=4)  # 4 free: a surge pod for each replica
+    assert dep["spec"]["strategy"] == surge(2)
     assert warnings(kube) == []
 
 

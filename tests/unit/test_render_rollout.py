@@ -1,4 +1,4 @@
-"""render/rollout.py: the rollout strategy and whether a GPU is free for a surge pod."""
+"""render/rollout.py: the rollout strategy and how many surge pods the free GPUs place."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from vllm_operator.render.rollout import (
     SURGE,
     TERMINATION_GRACE_S,
     compute_rollout_strategy,
-    has_spare_gpu,
+    count_spare_pods,
+    surge,
 )
 
 H100, A100 = DEFAULT_GPU_TYPES["H100-80GB"], DEFAULT_GPU_TYPES["A100-80GB"]
@@ -43,20 +44,32 @@ def pod(node_name: str | None, gpus: int, phase: str = "Running") -> dict[str, A
 @pytest.mark.parametrize(
     ("replicas", "spare", "strategy", "says"),
     [
-        (3, True, SURGE, ""),
-        (1, True, SURGE, ""),
-        (3, False, ONE_DOWN, "pods are replaced one at a time, 2/3 serving meanwhile"),
-        (1, False, SURGE, "the new pod waits for one while the old pod serves"),
-        (0, False, SURGE, "the new pod waits"),
+        (3, 1, SURGE, ""),
+        (1, 1, SURGE, ""),
+        (3, 2, surge(2), ""),  # two free GPUs: two new pods load at once
+        (3, 8, surge(3), ""),  # never more new pods than the fleet has
+        (0, 4, SURGE, ""),
+        (3, 0, ONE_DOWN, "pods are replaced one at a time, 2/3 serving meanwhile"),
+        (1, 0, SURGE, "the new pod waits for one while the old pod serves"),
+        (0, 0, SURGE, "the new pod waits"),
         (3, None, ONE_DOWN, ""),  # not known: no claim in an Event
         (1, None, SURGE, ""),
     ],
 )
-def test_strategy_table(replicas: int, spare: bool | None, strategy: Any, says: str) -> None:
+def test_strategy_table(replicas: int, spare: int | None, strategy: Any, says: str) -> None:
     choice = compute_rollout_strategy(replicas, spare)
     assert (choice.strategy, choice.spare) == (strategy, spare)
     assert says in choice.message
     assert bool(choice.message) == bool(says)
+
+
+@given(st.integers(0, 40), st.integers(1, 50))
+def test_a_surge_never_stops_a_serving_pod_and_loads_at_most_one_per_replica(
+    replicas: int, spare: int
+) -> None:
+    rolling = compute_rollout_strategy(replicas, spare).strategy["rollingUpdate"]
+    assert rolling["maxUnavailable"] == 0
+    assert 1 <= rolling["maxSurge"] <= max(1, min(spare, replicas))
 
 
 def test_grace_period_covers_the_prestop_sleep_and_vllms_drain() -> None:
@@ -66,63 +79,67 @@ def test_grace_period_covers_the_prestop_sleep_and_vllms_drain() -> None:
 @pytest.mark.parametrize(
     ("nodes", "pods", "per_pod", "spare"),
     [
-        ([node(gpus=8)], [pod("n0", 7)], 1, True),
-        ([node(gpus=8)], [pod("n0", 8)], 1, False),
-        ([node(gpus=8)], [pod("n0", 7)], 2, False),  # one pod's GPUs on one node
-        ([node("a", gpus=1), node("b", gpus=1)], [], 2, False),
-        ([node(gpus=8)], [pod("n0", 8, phase="Succeeded")], 1, True),  # finished: freed
-        ([node(gpus=8)], [pod(None, 8, phase="Pending")], 1, True),  # unbound: not counted
-        ([node(gpus=8)], [pod("other", 8)], 1, True),
-        ([node(product="NVIDIA-L4")], [], 1, False),  # not the type
-        ([node(unschedulable=True)], [], 1, False),  # cordoned
-        ([node(taints=[{"key": "gpu-maint", "effect": "NoSchedule"}])], [], 1, False),
-        ([node(taints=[{"key": GPU, "effect": "NoSchedule"}])], [], 1, True),  # tolerated
-        ([node(taints=[{"key": "x", "effect": "PreferNoSchedule"}])], [], 1, True),
-        ([], [], 1, False),
+        ([node(gpus=8)], [pod("n0", 7)], 1, 1),
+        ([node(gpus=8)], [pod("n0", 5)], 1, 3),
+        ([node(gpus=8)], [pod("n0", 8)], 1, 0),
+        ([node(gpus=8)], [pod("n0", 7)], 2, 0),  # one pod's GPUs on one node
+        ([node(gpus=8)], [pod("n0", 3)], 2, 2),  # 5 free: two pods of 2
+        ([node("a", gpus=1), node("b", gpus=1)], [], 2, 0),
+        ([node("a", gpus=3), node("b", gpus=2)], [pod("a", 1)], 2, 2),
+        ([node(gpus=8)], [pod("n0", 9)], 1, 0),  # over-requested: none, not fewer
+        ([node(gpus=8)], [pod("n0", 8, phase="Succeeded")], 1, 8),  # finished: freed
+        ([node(gpus=8)], [pod(None, 8, phase="Pending")], 1, 8),  # unbound: not counted
+        ([node(gpus=8)], [pod("other", 8)], 1, 8),
+        ([node(product="NVIDIA-L4")], [], 1, 0),  # not the type
+        ([node(unschedulable=True)], [], 1, 0),  # cordoned
+        ([node(taints=[{"key": "gpu-maint", "effect": "NoSchedule"}])], [], 1, 0),
+        ([node(taints=[{"key": GPU, "effect": "NoSchedule"}])], [], 1, 8),  # tolerated
+        ([node(taints=[{"key": "x", "effect": "PreferNoSchedule"}])], [], 1, 8),
+        ([], [], 1, 0),
     ],
 )
-def test_spare_gpu(
-    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], per_pod: int, spare: bool
+def test_spare_pods(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], per_pod: int, spare: int
 ) -> None:
-    assert has_spare_gpu(nodes, pods, [H100], per_pod) is spare
+    assert count_spare_pods(nodes, pods, [H100], per_pod) == spare
 
 
 def test_a_node_that_is_not_ready_has_no_spare_gpu() -> None:
     sick = node()
     sick["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
-    assert has_spare_gpu([sick], [], [H100], 1) is False
+    assert count_spare_pods([sick], [], [H100], 1) == 0
 
 
 def test_a_fallback_type_counts() -> None:
     a100 = node(product="NVIDIA-A100-SXM4-80GB")
-    assert has_spare_gpu([a100], [], [H100], 1) is False
-    assert has_spare_gpu([a100], [], [H100, A100], 1) is True
+    assert count_spare_pods([a100], [], [H100], 1) == 0
+    assert count_spare_pods([a100], [], [H100, A100], 1) == 8
 
 
 @pytest.mark.parametrize(
     ("replicas", "unplaced", "spare", "rolling", "says"),
     [
         # 2 serving, 1 Pending: it uses up maxUnavailable 1, so the allowance is 2
-        (3, 1, False, {"maxSurge": 0, "maxUnavailable": 2}, "1/2 serving meanwhile"),
+        (3, 1, 0, {"maxSurge": 0, "maxUnavailable": 2}, "1/2 serving meanwhile"),
         (5, 2, None, {"maxSurge": 0, "maxUnavailable": 3}, ""),
         # one pod serving: never taken down, the new pod waits beside it
-        (3, 2, False, SURGE["rollingUpdate"], "the new pod waits"),
-        (2, 2, False, SURGE["rollingUpdate"], "the new pod waits"),
-        (3, 1, True, SURGE["rollingUpdate"], ""),  # a free GPU: the surge, as always
-        (3, 9, False, SURGE["rollingUpdate"], "the new pod waits"),  # more than asked: all
+        (3, 2, 0, SURGE["rollingUpdate"], "the new pod waits"),
+        (2, 2, 0, SURGE["rollingUpdate"], "the new pod waits"),
+        (3, 1, 1, SURGE["rollingUpdate"], ""),  # a free GPU: the surge, as always
+        (3, 9, 0, SURGE["rollingUpdate"], "the new pod waits"),  # more than asked: all
     ],
 )
 def test_unschedulable_pods_widen_the_allowance(
-    replicas: int, unplaced: int, spare: bool | None, rolling: dict[str, int], says: str
+    replicas: int, unplaced: int, spare: int | None, rolling: dict[str, int], says: str
 ) -> None:
     choice = compute_rollout_strategy(replicas, spare, unplaced)
     assert choice.strategy["rollingUpdate"] == rolling
     assert says in choice.message and bool(choice.message) == bool(says)
 
 
-@given(st.integers(0, 40), st.integers(0, 45), st.sampled_from([True, False, None]))
+@given(st.integers(0, 40), st.integers(0, 45), st.one_of(st.none(), st.integers(0, 50)))
 def test_a_rollout_takes_at_most_one_serving_pod(
-    replicas: int, unplaced: int, spare: bool | None
+    replicas: int, unplaced: int, spare: int | None
 ) -> None:
     """The Deployment controller counts Pending pods as unavailable first, so the serving pods
     it may stop at once are maxUnavailable minus those; never more than one, never the last."""

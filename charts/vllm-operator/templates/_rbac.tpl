@@ -45,7 +45,7 @@ Rules for what the operator reads and writes in a watched namespace (k8s/client.
 {{/*
 Cluster-scoped needs: kopf's CRD list/watch (resource discovery); get on nodes, whose GPU labels
 say which type pods with spec.gpu.fallbackTypes got (status.gpu.resolvedType); list on nodes and
-pods when a rollout starts, to see whether a GPU of the type is free for a surge pod
+pods when a rollout starts, to count the GPUs of the type free for surge pods
 (docs/rollouts.md).
 */}}
 {{- define "vllm-operator.clusterRules" -}}

@@ -1,8 +1,8 @@
 """The strategy of a rollout the reconcile is about to start: I/O around render/rollout.py.
 
 A rollout starts when the rendered pod template differs from the stored one. Only then are the
-nodes and pods read (one list each, cluster-wide) to see whether a GPU of the type is free for
-a surge pod; every other pass keeps the stored strategy, so a rollout under way never has its
+nodes and pods read (one list each, cluster-wide) to see how many surge pods the free GPUs of
+the type place; every other pass keeps the stored strategy, so a rollout under way never has its
 strategy switched (a switch to maxUnavailable 1 mid-surge would take a pod down after all).
 """
 
@@ -18,7 +18,7 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.render.rollout import (
     compute_rollout_strategy,
-    has_spare_gpu,
+    count_spare_pods,
     pod_template_hash,
     with_strategy,
 )
@@ -41,7 +41,7 @@ def choose_strategy(
     ):
         return with_strategy(desired, stored) if stored else desired
     replicas = int(current.get("spec", {}).get("replicas", 1))
-    spare = observe_spare_gpu(deps, svc, logger)
+    spare = observe_spare_pods(deps, svc, logger)
     choice = compute_rollout_strategy(
         replicas, spare, observe_unplaced(deps, svc) if not spare else 0
     )
@@ -64,9 +64,9 @@ def observe_unplaced(deps: Deps, svc: VLLMService) -> int:
     return count_unschedulable(pods)
 
 
-def observe_spare_gpu(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> bool | None:
-    """Whether a node of the spec's GPU types has spec.gpu.count GPUs unrequested; None when
-    the nodes or pods cannot be read (RBAC of an older chart)."""
+def observe_spare_pods(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> int | None:
+    """How many pods of spec.gpu.count GPUs the unrequested GPUs of the spec's types place;
+    None when the nodes or pods cannot be read (RBAC of an older chart)."""
     catalog = deps.cfg.gpu_catalog
     names = (svc.spec.gpu.type, *svc.spec.gpu.fallback_types)
     types = [t for t in (catalog.get(n) for n in names) if t is not None]
@@ -76,4 +76,4 @@ def observe_spare_gpu(deps: Deps, svc: VLLMService, logger: logging.Logger | Any
     except ApiException as exc:
         logger.warning("cannot read nodes and pods for a surge rollout: %s", exc.reason)
         return None
-    return has_spare_gpu(nodes, pods, types, svc.spec.gpu.count)
+    return count_spare_pods(nodes, pods, types, svc.spec.gpu.count)

@@ -20,7 +20,7 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.canary import judge_running_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.reconcile import reconcile
-from vllm_operator.handlers.rollout import observe_spare_gpu
+from vllm_operator.handlers.rollout import observe_spare_pods
 from vllm_operator.handlers.status_write import (
     STALE_ATTEMPTS,
     StaleReadError,
@@ -65,7 +65,7 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
         capacities = capacity_estimates(found)
         decision = decide_seeing_spare_gpu(
             svc.spec, snapshot, state, now, settings, capacities,
-            lambda: observe_spare_gpu(deps, svc, logger),
+            lambda: observe_spare_pods(deps, svc, logger),
         )  # fmt: skip
         if canary_on(svc.spec):
             decision = divert_to_canary(decision, state, now)

@@ -1,7 +1,11 @@
 """How the Deployment replaces its pods, and how a vLLM pod drains (pure; docs/rollouts.md).
 
-Surge: where a GPU of the type is free, a rollout starts one new pod before it stops an old one
-(maxSurge 1, maxUnavailable 0), so serving capacity never drops. Without a free GPU a surge pod
+Surge: where GPUs of the type are free, a rollout starts new pods before it stops old ones
+(maxUnavailable 0), so serving capacity never drops; as many at once as the free GPUs place and
+the service has replicas (maxSurge), so a fleet is replaced in one pod's ready time rather than
+one ready time per pod. The GPU time is the same either way (every pod loads once, each on a
+GPU that serves nothing meanwhile); the free GPUs are held for one ready time instead of a
+sliver of them for the fleet's. Without a free GPU a surge pod
 would wait Pending; with two or more replicas the rollout then replaces one pod at a time
 (maxSurge 0, maxUnavailable 1), and a single replica keeps the surge strategy all the same: its
 new pod waits for a GPU while the old one serves, which is a stalled rollout, never zero pods.
@@ -36,7 +40,7 @@ ONE_DOWN: Final = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "ma
 @dataclass(frozen=True)
 class RolloutChoice:
     strategy: dict[str, Any]
-    spare: bool | None  # a GPU of the type is free for a surge pod (None: not looked at)
+    spare: int | None  # pods of the service the free GPUs of its types place (None: not looked)
     message: str  # one sentence for an Event; empty when there is nothing to say
 
 
@@ -46,11 +50,16 @@ def build_lifecycle() -> dict[str, Any]:
     return {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_S}}}
 
 
-def compute_rollout_strategy(replicas: int, spare: bool | None, unplaced: int = 0) -> RolloutChoice:
+def surge(width: int) -> dict[str, Any]:
+    """A rollout that loads `width` new pods at once and stops an old pod only for a ready one."""
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": width, "maxUnavailable": 0}}
+
+
+def compute_rollout_strategy(replicas: int, spare: int | None, unplaced: int = 0) -> RolloutChoice:
     """The strategy of a rollout about to start, for `replicas` pods of which `unplaced` no node
-    can take, and what is free."""
+    can take, where the free GPUs place `spare` more pods."""
     if spare:
-        return RolloutChoice(SURGE, spare, "")
+        return RolloutChoice(surge(max(1, min(spare, replicas))), spare, "")
     unplaced = max(0, min(unplaced, replicas))
     placed = replicas - unplaced
     if placed <= 1:
@@ -58,17 +67,17 @@ def compute_rollout_strategy(replicas: int, spare: bool | None, unplaced: int = 
             "no free GPU of the type for a surge pod: the new pod waits for one while the old "
             "pod serves (a single replica is never taken to zero)"
         )
-        return RolloutChoice(SURGE, spare, message if spare is False else "")
+        return RolloutChoice(SURGE, spare, message if spare == 0 else "")
     message = (
         "no free GPU of the type for a surge pod: pods are replaced one at a time, "
         f"{placed - 1}/{placed} serving meanwhile"
     )
     if not unplaced:
-        return RolloutChoice(ONE_DOWN, spare, message if spare is False else "")
+        return RolloutChoice(ONE_DOWN, spare, message if spare == 0 else "")
     rolling = {"maxSurge": 0, "maxUnavailable": 1 + unplaced}
     message += f" ({unplaced} unschedulable pods count as unavailable)"
     strategy = {"type": "RollingUpdate", "rollingUpdate": rolling}
-    return RolloutChoice(strategy, spare, message if spare is False else "")
+    return RolloutChoice(strategy, spare, message if spare == 0 else "")
 
 
 def pod_template_hash(deployment: Mapping[str, Any], label: str) -> str | None:
@@ -112,13 +121,14 @@ def _requested(pod: Mapping[str, Any], resource: str) -> int:
     return total
 
 
-def has_spare_gpu(
+def count_spare_pods(
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],
     types: Iterable[GPUType],
     per_pod: int,
-) -> bool:
-    """True when some schedulable node of an acceptable GPU type has `per_pod` GPUs unrequested.
+) -> int:
+    """How many pods of `per_pod` GPUs the schedulable nodes of an acceptable GPU type place on
+    their unrequested GPUs (a pod's GPUs on one node).
 
     Requests count for every pod bound to the node that has not finished, whoever owns it; a
     Pending pod not yet bound is not counted (the scheduler may give it the same GPU).
@@ -130,10 +140,10 @@ def has_spare_gpu(
         node = pod.get("spec", {}).get("nodeName")
         if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
             used[node] = used.get(node, 0) + _requested(pod, resource)
+    placed = 0
     for node in nodes:
         if not (_accepts(node, accepted) and _schedulable(node, resource)):
             continue
         allocatable = int((node.get("status", {}).get("allocatable") or {}).get(resource, 0))
-        if allocatable - used.get(node["metadata"]["name"], 0) >= per_pod:
-            return True
-    return False
+        placed += max(0, allocatable - used.get(node["metadata"]["name"], 0)) // max(1, per_pod)
+    return placed

@@ -11,9 +11,10 @@ Replica lifecycle: starting -> ready -> draining -> stopped.
   ready `ready_delay` later. With `max_unavailable=k` replicas go k at a time, each wave
   starting when the previous wave's replacements are ready; without it all go at once (an
   outage of `ready_delay` unless other replicas are still ready). A draining replica's GPU is
-  assumed free for its replacement at once (no wait for termination). With `max_surge=1` (the
-  operator's rollout where a GPU is free, render/rollout.py) one extra pod loads first and an
-  old replica stops only when it is ready, one after another: the desired size never drops.
+  assumed free for its replacement at once (no wait for termination). With `max_surge=k` (the
+  operator's rollout where k pods' GPUs are free, render/rollout.py) up to k extra pods load
+  at once and an old replica stops only when one of them is ready, as the Deployment controller
+  does with maxUnavailable 0: the desired size never drops.
 The config is validated when the call is made (vLLM's startup errors are raised as ValueError).
 """
 
@@ -76,6 +77,7 @@ class Fleet:
         self._next_id = 0
         self._waves: list[tuple[float, int, tuple[int, ...], EngineConfig, float]] = []
         self._surge_delay: float | None = None  # a surge rollout under way: its pods' delay
+        self._surge_width = 0  # and how many of its pods may load at once (maxSurge)
         self._buffer: list[tuple[int, RequestEvent]] = []  # events met while resizing
         for _ in range(replicas):
             self._add(cfg, ready_at=0.0).state = "ready"
@@ -151,9 +153,9 @@ class Fleet:
         resolve_config(new_cfg, self.gpu, self.model, self.coeffs)  # vLLM's startup errors
         if max_unavailable is not None and max_unavailable < 1:
             raise ValueError(f"max_unavailable must be >= 1, got {max_unavailable}")
-        if max_surge not in (0, 1) or (max_surge and max_unavailable is not None):
+        if max_surge < 0 or (max_surge and max_unavailable is not None):
             raise ValueError(
-                f"max_surge must be 0, or 1 without max_unavailable, got {max_surge} "
+                f"max_surge must be 0, or >= 1 without max_unavailable, got {max_surge} "
                 f"(max_unavailable {max_unavailable})"
             )
         self._buffer += self.advance_to(now)
@@ -163,7 +165,7 @@ class Fleet:
         for pod in [r for r in self.live if r.surge]:
             self._stop(pod, now)
         if max_surge:
-            self._surge_delay = ready_delay
+            self._surge_delay, self._surge_width = ready_delay, max_surge
             self._surge_next(now)
             return
         ids = [r.id for r in self.active]
@@ -187,13 +189,17 @@ class Fleet:
                 self._add(cfg, at + delay).replaces = True
 
     def _surge_next(self, now: float) -> None:
-        """Start the next surge pod while a replica still runs the old flags."""
-        if self._surge_delay is None or any(r.surge for r in self.live):
+        """Start surge pods, up to the rollout's width, while replicas still run the old flags
+        that no loading surge pod is already meant to replace."""
+        if self._surge_delay is None:
             return
-        if not any(r.config != self.config for r in self.active):
+        old = sum(1 for r in self.active if r.config != self.config)
+        if not old:
             self._surge_delay = None
             return
-        self._add(self.config, now + self._surge_delay).surge = True
+        loading = sum(1 for r in self.live if r.surge)
+        for _ in range(min(self._surge_width, old) - loading):
+            self._add(self.config, now + self._surge_delay).surge = True
 
     def _promote(self, pod: Replica, now: float) -> None:
         """A ready surge pod replaces one replica on the old flags (the not-yet-ready first, then

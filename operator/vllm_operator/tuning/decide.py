@@ -101,7 +101,7 @@ def decide(
     now: datetime,
     settings: TuningSettings = _DEFAULT_SETTINGS,
     capacities: tuple[CapacityEstimate, ...] = (),
-    spare_gpu: bool | None = None,
+    spare_pods: int | None = None,
 ) -> Decision:
     """One pass: what to do now, and the state to remember (also when holding).
 
@@ -114,7 +114,7 @@ def decide(
     mode = autotune_mode(spec)
 
     def inputs(acts: bool) -> Inputs:
-        return Inputs(spec, snapshot, base, now, settings, acts, capacities, spare_gpu=spare_gpu)
+        return Inputs(spec, snapshot, base, now, settings, acts, capacities, spare_pods=spare_pods)
 
     if mode != "Recommend":
         return _chain(inputs(mode == "Auto"))
@@ -132,16 +132,19 @@ def decide_seeing_spare_gpu(
     now: datetime,
     settings: TuningSettings,
     capacities: tuple[CapacityEstimate, ...],
-    observe_spare_gpu: Callable[[], bool | None],
+    observe_spare_pods: Callable[[], int | None],
 ) -> Decision:
-    """`decide`, and once more with a free GPU when the engine model's move pays only if its
-    rollout surges. `observe_spare_gpu` (the caller's read of the nodes and pods, or the bench's
-    count) is called only then: most passes have no such move, and a pass at 1,000 services
-    must not list the cluster's pods each time."""
+    """`decide`, and once more seeing the free GPUs when the engine model's move pays only if
+    its rollout surges. `observe_spare_pods` (the caller's read of the nodes and pods, or the
+    bench's count: the surge pods the free GPUs place) is called only then: most passes have no
+    such move, and a pass at 1,000 services must not list the cluster's pods each time."""
     decision = decide(spec, snapshot, state, now, settings, capacities)
-    if not decision.asks_spare_gpu or not observe_spare_gpu():
+    if not decision.asks_spare_gpu:
         return decision
-    return decide(spec, snapshot, state, now, settings, capacities, spare_gpu=True)
+    spare = observe_spare_pods()
+    if not spare:
+        return decision
+    return decide(spec, snapshot, state, now, settings, capacities, spare_pods=spare)
 
 
 def _chain(i: Inputs) -> Decision:

@@ -7,6 +7,7 @@ only) replaces the spec value; an unset field is vLLM's own default, which the t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,9 +98,10 @@ class Inputs:
     # set when the engine model judged this pass's budget moves not worth their restarts
     # (retune_move.py): every budget remedy of the rules is then blocked by it
     budget_blocker: Blocked | None = None
-    # a GPU of the type is free for a surge pod, so a rollout loses no pod's capacity
-    # (render/rollout.py); None: not looked at (the tune handler looks only when it matters)
-    spare_gpu: bool | None = None
+    # how many surge pods the free GPUs of the type place (render/rollout.py): with one, a
+    # rollout loses no pod's capacity, and with as many as the fleet has it replaces them all in
+    # one ready time; None: not looked at (the tune handler looks only when it matters)
+    spare_pods: int | None = None
     # set when the model's best move did not pay for want of that look: with a free GPU its
     # restarts cost nothing, and the pass is worth deciding again (decide_seeing_spare_gpu)
     asks_spare_gpu: bool = False
@@ -107,6 +109,18 @@ class Inputs:
     @cached_property
     def targets(self) -> Targets:
         return targets_of(self.spec, self.settings)
+
+    @property
+    def spare_gpu(self) -> bool | None:
+        """A GPU of the type is free for a surge pod (None: not looked at)."""
+        return None if self.spare_pods is None else self.spare_pods > 0
+
+    @property
+    def surge_waves(self) -> int:
+        """Ready times a rollout of the fleet takes: the free GPUs' surge pods replace that many
+        pods per ready time (render/rollout.py); one pod at a time with none known free."""
+        width = max(1, min(self.spare_pods or 1, self.replicas))
+        return math.ceil(self.replicas / width)
 
     @cached_property
     def scaling(self) -> AutoscalingSpec | None:

@@ -26,8 +26,9 @@ be out of reach while the load climbs.
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
-counted from the end of the rollout (one pod after another, a ready time each) and of its
-judgement, outweigh the GPU time the rollout spends: every pod is replaced once, and each
+counted from the end of the rollout (a ready time for each wave of surge pods: as many at once
+as the free GPUs place, render/rollout.py) and of its judgement, outweigh the GPU time the
+rollout spends: every pod is replaced once, and each
 replacement holds a GPU that serves nothing for the pods' ready time (the surge pod while it
 loads, or the restarted pod itself); and the pods a fleet runs above what its budgets need are
 kept until the rollout is over (a rolling fleet holds, rule 0d), where rule 9 would shed them.
@@ -182,9 +183,12 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     if moved <= 0 or moved * -neg_n < pod_capacity(current_c, model, target, load) * pods_now:
         return None
     ready, _source = ready_horizon(i)
-    # one pod at a time is replaced, then the change is judged: no pod is saved before that
+    # the surge replaces as many pods per ready time as the free GPUs place (all of them when
+    # the look for free GPUs is still to come: the second look decides), then the change is
+    # judged: no pod is saved before that
+    waves = i.surge_waves if i.spare_pods is not None else 1
     judged = max(i.settings.rollback_evaluation_delay.total_seconds(), i.snapshot.window_seconds)
-    delay = i.replicas * ready + judged
+    delay = waves * ready + judged
     horizon = max(0.0, i.settings.fewer_pods_payback.total_seconds() - delay)
     # every replacement loads for a ready time; and a fleet above what its budgets need keeps
     # those pods until the rollout is over (rule 0d holds a rolling fleet), where rule 9 would

@@ -175,7 +175,9 @@ def _restarted(replicas: int, gpus: int) -> tuple[int, int]:
 
 
 def test_a_rollout_surges_where_a_gpu_is_free_as_the_operator_renders_it() -> None:
-    assert _restarted(replicas=2, gpus=8) == (2, 1)  # a surge pod: no pod leaves yet
+    assert _restarted(replicas=2, gpus=8) == (2, 2)  # a surge pod each: no pod leaves yet
+    assert _restarted(replicas=3, gpus=5) == (3, 2)  # as many as the free GPUs place
+    assert _restarted(replicas=2, gpus=3) == (2, 1)
     assert _restarted(replicas=1, gpus=2) == (1, 1)  # a single replica keeps serving
     assert _restarted(replicas=2, gpus=2) == (1, 1)  # no GPU free: one pod at a time goes
     with pytest.raises(ValueError, match="single placed pod with no free GPU"):
@@ -191,7 +193,7 @@ def test_pods_beyond_the_clusters_gpus_wait_pending_and_a_rollout_still_moves() 
     controls = Controls(fleet, random.Random(1), max_replicas=8, gpus=2)
     controls.scale_to(3, 0.0)
     assert (controls.replicas, controls.placed, controls.unscheduled) == (3, 2, 1)
-    assert not controls.spare_gpu()
+    assert controls.spare_pods() == 0
     assert controls.gpu_seconds(100.0) == pytest.approx(200.0)
     controls.restart(dataclasses.replace(cfg, max_num_seqs=8), 100.0)
     assert (len(fleet.ready), sum(1 for r in fleet.live if r.state == "starting")) == (1, 1)

@@ -177,9 +177,32 @@ def test_a_surge_pod_with_no_old_pod_left_to_replace_goes() -> None:
     assert fleet.live == [] and len(fleet.retired) == 3
 
 
-@pytest.mark.parametrize(("surge", "unavailable"), [(2, None), (1, 1), (-1, None)])
-def test_a_surge_other_than_one_alone_is_refused(surge: int, unavailable: int | None) -> None:
-    with pytest.raises(ValueError, match="max_surge must be 0, or 1 without max_unavailable"):
+def test_a_surge_rollout_loads_as_many_pods_at_once_as_its_width() -> None:
+    new = dataclasses.replace(CFG, max_num_seqs=8)
+    fleet = _fleet(3)
+    fleet.restart_all(new, 0.0, 3.0, max_surge=2)
+    assert [r.ready_at for r in fleet.live if r.surge] == [3.0, 3.0]
+    fleet.advance_to(3.0)  # two replaced; the last old pod gets its successor now
+    assert sum(1 for r in fleet.active if r.config == new) == 2
+    assert [r.ready_at for r in fleet.live if r.surge] == [6.0]
+    fleet.advance_to(6.0)
+    assert [r.config for r in fleet.active] == [new] * 3 and not fleet.rollout_short
+    assert not any(r.surge for r in fleet.live)
+
+
+def test_a_surge_wider_than_the_fleet_loads_one_pod_per_replica() -> None:
+    fleet = _fleet(2)
+    fleet.restart_all(dataclasses.replace(CFG, max_num_seqs=8), 0.0, 3.0, max_surge=5)
+    assert sum(1 for r in fleet.live if r.surge) == 2
+    fleet.advance_to(3.0)
+    assert len(fleet.active) == 2 and not any(r.surge for r in fleet.live)
+
+
+@pytest.mark.parametrize(("surge", "unavailable"), [(1, 1), (3, 2), (-1, None)])
+def test_a_surge_with_max_unavailable_or_below_zero_is_refused(
+    surge: int, unavailable: int | None
+) -> None:
+    with pytest.raises(ValueError, match="max_surge must be 0, or >= 1 without max_unavailable"):
         _fleet(1).restart_all(CFG, 0.0, 1.0, max_unavailable=unavailable, max_surge=surge)
 
 

@@ -120,9 +120,9 @@ def test_a_move_that_pays_only_with_a_surge_is_made_where_a_gpu_is_free() -> Non
     slow = state(ready_time=ReadyTime(3 * 3600.0, T0 - timedelta(hours=1)), problem_since=LASTED)
     unseen = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0)
     assert unseen.asks_spare_gpu and unseen.reason != Reason.RETUNE_BY_MODEL
-    none_free = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0, spare_gpu=False)
+    none_free = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0, spare_pods=0)
     assert not none_free.asks_spare_gpu and none_free.reason == unseen.reason
-    free = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0, spare_gpu=True)
+    free = decide(spec(**L4_256), snap(**OVERLOADED), slow, T0, spare_pods=1)
     assert free.reason == Reason.RETUNE_BY_MODEL and not free.asks_spare_gpu
     assert "none at risk in the restarts (a GPU of the type is free" in free.message
     # Recommend asks the same, from its advice pass

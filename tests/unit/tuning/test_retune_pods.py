@@ -86,14 +86,14 @@ def watched(pods: int, rate: float, **changes: Any) -> TuningState:
 
 
 def run(patch: dict[str, Any], pods: int, rate: float, **kw: Any) -> Any:
-    kw.setdefault("spare_gpu", True)
+    kw.setdefault("spare_pods", 1)
     return decide(spec(**patch, replicas=pods), fleet(pods, rate), watched(pods, rate), T0, **kw)
 
 
 def inputs(patch: dict[str, Any], pods: int, rate: float, st: TuningState | None = None) -> Inputs:
     st = watched(pods, rate) if st is None else st
     return Inputs(
-        spec(**patch, replicas=pods), fleet(pods, rate), st, T0, SETTINGS, True, spare_gpu=True
+        spec(**patch, replicas=pods), fleet(pods, rate), st, T0, SETTINGS, True, spare_pods=1
     )
 
 
@@ -124,11 +124,23 @@ def test_the_move_is_predicted_within_the_slo_on_the_fewer_pods() -> None:
     c = candidate_of(i.spec, {move.field: move.to_value}, move.pods_after)
     p = predict(c, i.spec.model, target, sized(i))
     assert p is not None and within(p, target)
-    # counted from the end of the rollout (PODS pods, a ready time each) and its judgement
+    # counted from the end of the rollout (one free GPU: PODS pods, a ready time each) and its
+    # judgement
     assert move.delay == PODS * SETTINGS.default_ready_time.total_seconds() + 180.0
     horizon = SETTINGS.fewer_pods_payback.total_seconds() - move.delay
     assert move.saved == (move.pods_now - move.pods_after) * horizon
     ready = SETTINGS.default_ready_time.total_seconds()
+    assert move.spent == PODS * ready + (PODS - move.pods_now) * move.delay
+
+
+@pytest.mark.parametrize(("spare", "waves"), [(1, PODS), (2, 3), (PODS, 1), (40, 1)])
+def test_free_gpus_for_the_whole_fleet_roll_it_in_one_ready_time(spare: int, waves: int) -> None:
+    i = replace(inputs(BLOG, PODS, RATE), spare_pods=spare)
+    move = compute_fewer_pods(i)
+    assert move is not None and move.pays
+    ready = SETTINGS.default_ready_time.total_seconds()
+    assert move.delay == waves * ready + 180.0
+    # every pod still loads once; the pods above what the budgets need are held for less
     assert move.spent == PODS * ready + (PODS - move.pods_now) * move.delay
 
 
@@ -155,12 +167,12 @@ def test_fitted_budgets_get_no_move() -> None:
 def test_a_look_waits_for_the_recheck_interval() -> None:
     recent = T0 - SETTINGS.fewer_pods_recheck + timedelta(seconds=1)
     d = decide(spec(**BLOG, replicas=PODS), fleet(PODS, RATE),
-               watched(PODS, RATE, fewer_pods_looked_at=recent), T0, spare_gpu=True)  # fmt: skip
+               watched(PODS, RATE, fewer_pods_looked_at=recent), T0, spare_pods=1)  # fmt: skip
     assert d.reason != Reason.RETUNE_FOR_FEWER_PODS
     assert d.state.fewer_pods_looked_at == recent
     due = T0 - SETTINGS.fewer_pods_recheck
     d = decide(spec(**BLOG, replicas=PODS), fleet(PODS, RATE),
-               watched(PODS, RATE, fewer_pods_looked_at=due), T0, spare_gpu=True)  # fmt: skip
+               watched(PODS, RATE, fewer_pods_looked_at=due), T0, spare_pods=1)  # fmt: skip
     assert d.reason == Reason.RETUNE_FOR_FEWER_PODS
 
 
@@ -178,7 +190,7 @@ def test_no_move_when_a_guard_stops_it(why: dict[str, Any]) -> None:
     s = spec(**{**BLOG, **why.get("spec", {})}, replicas=PODS)
     st = watched(PODS, RATE, **why.get("state", {}))
     i = Inputs(s, replace(fleet(PODS, RATE), **why.get("snap", {})), st, T0, SETTINGS, True,
-               spare_gpu=True)  # fmt: skip
+               spare_pods=1)  # fmt: skip
     assert decide_fewer_pods(i)[1] is None
 
 
@@ -192,14 +204,14 @@ def test_no_move_without_autotune(mode: str | None) -> None:
 def test_every_move_asks_for_a_free_gpu(pods: int, rate: float) -> None:
     """A move for GPU time never takes a serving pod away: pod by pod it is not made, also where
     the model says the SLO would hold on one pod fewer (PODS pods at RATE)."""
-    i = replace(inputs(BLOG, pods, rate), spare_gpu=None)
+    i = replace(inputs(BLOG, pods, rate), spare_pods=None)
     move = compute_fewer_pods(i)
     assert move is not None and move.pays
     asked, decision = decide_fewer_pods(i)
     assert decision is None and asked.asks_spare_gpu
-    none_free, decision = decide_fewer_pods(replace(i, spare_gpu=False))
+    none_free, decision = decide_fewer_pods(replace(i, spare_pods=0))
     assert decision is None and not none_free.asks_spare_gpu
-    _, decision = decide_fewer_pods(replace(i, spare_gpu=True))
+    _, decision = decide_fewer_pods(replace(i, spare_pods=1))
     assert decision is not None and decision.reason == Reason.RETUNE_FOR_FEWER_PODS
     assert "it surges on a free GPU" in decision.message
 
@@ -207,19 +219,19 @@ def test_every_move_asks_for_a_free_gpu(pods: int, rate: float) -> None:
 def test_the_handler_looks_for_a_free_gpu_only_when_asked() -> None:
     looks: list[int] = []
 
-    def observe(answer: bool) -> Any:
-        def look() -> bool:
+    def observe(answer: int) -> Any:
+        def look() -> int:
             looks.append(1)
             return answer
 
         return look
 
     args = (spec(**BLOG, replicas=3), fleet(3, 6.0), watched(3, 6.0), T0, SETTINGS, ())
-    assert decide_seeing_spare_gpu(*args, observe(True)).reason == Reason.RETUNE_FOR_FEWER_PODS
-    assert decide_seeing_spare_gpu(*args, observe(False)).reason == Reason.WITHIN_SLO
+    assert decide_seeing_spare_gpu(*args, observe(1)).reason == Reason.RETUNE_FOR_FEWER_PODS
+    assert decide_seeing_spare_gpu(*args, observe(0)).reason == Reason.WITHIN_SLO
     assert len(looks) == 2
     fitted = (spec(**FITTED, replicas=2), fleet(2, 6.0), watched(2, 6.0), T0)
-    decide_seeing_spare_gpu(*fitted, SETTINGS, (), observe(True))
+    decide_seeing_spare_gpu(*fitted, SETTINGS, (), observe(1))
     assert len(looks) == 2  # nothing to surge for: no look
 
 
@@ -284,7 +296,7 @@ def test_no_look_while_the_arrivals_rise() -> None:
     climbing = tuple(RateSample(T0 - timedelta(seconds=30 * k), RATE - 0.6 * k) for k in (5, 4, 3))
     st = watched(PODS, RATE)
     st = replace(st, arrivals=(*st.arrivals[:-3], *climbing))
-    d = decide(spec(**BLOG, replicas=PODS), fleet(PODS, RATE), st, T0, spare_gpu=True)
+    d = decide(spec(**BLOG, replicas=PODS), fleet(PODS, RATE), st, T0, spare_pods=1)
     assert d.forecast is not None and d.forecast.rate > d.forecast.now_rate
     assert d.reason != Reason.RETUNE_FOR_FEWER_PODS
     assert d.state.fewer_pods_looked_at is None  # looked at again once the rise is over
