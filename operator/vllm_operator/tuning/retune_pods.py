@@ -9,20 +9,26 @@ as the budgets in force allow it to be, and the SLO is met.
 The engine model (the planner's evaluation, as rule 1b uses it) replays the observed workload at
 `1 / forecast_headroom` of the rate a scale-down must fit (the long window's peak, the present
 and the forecast, forecast.under_rate; the margin the tuner sizes replicas with, rounded up to a
-9% step), and finds the fewest pods that meet the SLO with the budgets in force, then with each
+9% step). The pods the budgets in force need are the replica lever's own: what rule 9 sizes the
+fleet to with its trusted capacity (tuning/capacity.py), at most the fleet, since those are the
+pods a move can save (the lever's capacity is more cautious than a replay's, and counting in
+the replay's pods found no pod to save where the lever kept two more: h100-8b-blog/conv, seed
+8); with no capacity to size with, the fewest pods the replay sees the SLO met on. Then each
 one-field move of rule 1b's grid (never maxSeqs, within autotune.bounds and vLLM's cross-field
-rules). A move must keep the p95s within the SLO and as many requests in it as the budgets in
-force on their pods (less MIN_GAIN): a p95 just under the SLO can hide a third of the requests
-missing their own. The move that needs the fewest pods (then the most requests in the SLO, then
-the most served per pod) is the target, in one move, if what one pod serves within the SLO
-(the model's capacity for the workload's mix), times the pods it leaves, is no less than the
-capacity of the pods the budgets in force need: fewer pods for the same load means each serves
-more, so a replay that finds fewer pods at an unchanged capacity found the noise of a short
-replay at the SLO's edge (a valve that caps every pod alike), and fewer pods at today's load
-must not mean more at the peak (a smaller token budget can fit a trough on one pod and need
-twice the pods at noon). Nor is a
-move made while the forecast rises: a rolling fleet holds (rule 0d), so the replica lever would
-be out of reach while the load climbs.
+rules) is replayed on fewer pods. A move must keep the p95s within the SLO and as many requests
+in it as the budgets in force on their pods (less MIN_GAIN): a p95 just under the SLO can hide
+a third of the requests missing their own. And it must raise what one pod serves within the
+SLO (the model's capacity for the workload's mix) by `fewer_pods_min_gain` (x1.25): a replay
+that finds fewer pods at an unchanged capacity found the noise of a short replay at the SLO's
+edge (a valve that caps every pod alike), and a small gain saves a pod only at the load of the
+moment (a 9% gain saves one of six pods at one load, none at the next). The pods it leaves
+are the most of what the replay needs and what the lever will keep, its capacity raised by the
+same ratio (without one: the pods that together serve what the pods now serve), so fewer pods
+at today's load never mean more at the peak (a smaller token budget can fit a trough on one
+pod and need twice the pods at noon). The move that leaves the fewest pods (then the most
+requests in the SLO, then the most served per pod) is the target, in one move. Nor is a move
+made while the forecast rises: a rolling fleet holds (rule 0d), so the replica lever would be
+out of reach while the load climbs.
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
@@ -47,9 +53,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
+from vllm_operator.tuning.capacity import trusted_capacity
 from vllm_operator.tuning.forecast import forecast, ready_horizon, rising, under_rate
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
@@ -71,6 +79,7 @@ from vllm_operator.tuning.retune_move import (
     values_around,
     within,
 )
+from vllm_operator.tuning.scaling import pods_for
 
 RATE_STEPS_PER_OCTAVE = 8  # the sized rate is rounded up to a 2^(1/8) = 9% step
 
@@ -82,9 +91,11 @@ class FewerPods:
     field: BudgetKey
     from_value: int
     to_value: int
-    pods_now: int  # the fewest pods the budgets in force meet the SLO on (at most the fleet)
+    pods_now: int  # the pods the budgets in force need (at most the fleet)
     pods_after: int
     predicted: Predicted  # the target on pods_after, at the sized load
+    per_pod_now: float  # what one pod serves within the SLO (req/s), budgets in force
+    per_pod_after: float  # ... and with the move
     saved: float  # pod-seconds over the payback
     spent: float  # pod-seconds of GPU the rollout holds without serving
     delay: float  # seconds until a pod can be saved: the rollout, then the judgement
@@ -97,9 +108,11 @@ class FewerPods:
         return (
             f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model "
             f"predicts {self.pods_after} pods within the SLO ({self.predicted.phrase()}) "
-            f"against {self.pods_now} with the budgets in force; {self.saved:.0f} pod-seconds "
-            f"saved over the payback after {self.delay:.0f}s of rollout and judgement, against "
-            f"{self.spent:.0f} spent in the rollout (it surges on a free GPU)"
+            f"against {self.pods_now} with the budgets in force (one pod serves "
+            f"{self.per_pod_after:.2f}/s against {self.per_pod_now:.2f}/s); "
+            f"{self.saved:.0f} pod-seconds saved over the payback after {self.delay:.0f}s of "
+            f"rollout and judgement, against {self.spent:.0f} spent in the rollout (it surges "
+            "on a free GPU)"
         )
 
 
@@ -139,24 +152,92 @@ def pod_capacity(c: Candidate, model: str, target: Target, load: Workload) -> fl
     return largest_rate(meets)
 
 
-def compute_fewer_pods(i: Inputs) -> FewerPods | None:
-    """The model's one-field move that meets the SLO on the fewest pods, or None when no move
-    needs fewer pods than the budgets in force (or the model cannot tell)."""
+@dataclass(frozen=True)
+class _Look:
+    """What one look weighs the moves against."""
+
+    i: Inputs
+    target: Target
+    load: Workload  # the sized load the replays run (_sized)
+    fit: float | None  # the rate a scale-down must fit (forecast.under_rate)
+    trusted: float | None  # the capacity per pod the replica lever sizes with (capacity.py)
+    lo: int  # the fewest pods allowed (minReplicas, at least 1)
+    pods_now: int  # the pods the budgets in force need, at most the fleet
+    floor: float  # the share of requests in the SLO a move must keep (on pods_now, less MIN_GAIN)
+
+    @cached_property
+    def per_pod_now(self) -> float:
+        c = candidate_of(self.i.spec, self.i.state.overrides, 1)
+        return pod_capacity(c, self.i.spec.model, self.target, self.load)
+
+    def lever_after(self, per_pod_after: float) -> int:
+        """The pods the replica lever keeps after a move that raises what one pod serves from
+        per_pod_now to `per_pod_after`: its own sizing with the trusted capacity raised as much;
+        without one, the pods that serve together what pods_now serve now."""
+        ratio = per_pod_after / self.per_pod_now
+        if self.trusted is None or self.fit is None:
+            return max(self.lo, math.ceil(self.pods_now / ratio - 1e-9))
+        return max(self.lo, pods_for(self.i, self.fit, self.trusted * ratio))
+
+    def try_move(self, key: BudgetKey, value: int) -> tuple[int, Predicted, float] | None:
+        """(pods after, the prediction there, what one pod serves) for one move, or None when
+        the lever would keep no fewer pods with it."""
+        i, model = self.i, self.i.spec.model
+        overrides = {**i.state.overrides, key: value}
+        c = candidate_of(i.spec, overrides, self.pods_now - 1)
+        fewer = fewest_pods(c, model, self.target, self.load, self.lo, self.floor)
+        if fewer is None:
+            return None
+        per_pod = pod_capacity(c, model, self.target, self.load)
+        if self.per_pod_now <= 0 or per_pod < self.per_pod_now * i.settings.fewer_pods_min_gain:
+            # one pod serves no more (fewer pods would be a replay's noise: a valve that caps
+            # every pod alike), or too little more for the pods saved to outlast today's load
+            return None
+        # fewer pods for the same load means each serves more (a smaller token budget can fit
+        # a trough on one pod and need twice the pods at noon); the lever keeps what its own
+        # sizing says, and the replay has seen the SLO kept on every count down to fewer[0]
+        n = max(fewer[0], self.lever_after(per_pod))
+        if n >= self.pods_now:
+            return None
+        p = predict(replace(c, replicas=n), model, self.target, self.load)
+        assert p is not None  # fewest_pods replayed it
+        return n, p, per_pod
+
+
+def _look(i: Inputs) -> _Look | None:
     base, target, scaling = observed_load(i), slo_target(i), i.scaling
     if base is None or target is None or scaling is None:
         return None
     fit = under_rate(i, forecast(i))
     load, model, lo = _sized(base, i, fit), i.spec.model, max(1, scaling.min_replicas)
-    current_c = candidate_of(i.spec, i.state.overrides, i.replicas)
-    found = fewest_pods(current_c, model, target, load, lo)
-    if found is None:
-        return None  # the model does not see the SLO met: it cannot size a move
-    pods_now, now_p = found
+    known = trusted_capacity(i)
+    trusted = known.per_pod if known is not None and known.per_pod > 0 else None
+    if trusted is not None and fit is not None:
+        # rule 9 sheds the pods above what its sizing keeps: a move saves only below them
+        pods_now = min(i.replicas, pods_for(i, fit, trusted))
+        now_p = predict(candidate_of(i.spec, i.state.overrides, pods_now), model, target, load)
+        if now_p is None or not within(now_p, target):
+            return None  # the model does not see the SLO met: it cannot size a move
+    else:  # no capacity to size with: the fewest pods the replay sees the SLO met on
+        found = fewest_pods(candidate_of(i.spec, i.state.overrides, i.replicas), model, target,
+                            load, lo)  # fmt: skip
+        if found is None:
+            return None
+        pods_now, now_p = found
     if pods_now <= lo:
         return None  # nothing to save: the fleet is at its floor already
     # the p95s within the SLO are not enough: as many requests must meet it as on pods_now
     floor = now_p.attainment - MIN_GAIN
-    best: tuple[tuple[int, float, float], BudgetKey, int, Predicted] | None = None
+    return _Look(i, target, load, fit, trusted, lo, pods_now, floor)
+
+
+def compute_fewer_pods(i: Inputs) -> FewerPods | None:
+    """The model's one-field move after which the replica lever keeps the fewest pods, or None
+    when no move lets it keep fewer than the budgets in force (or the model cannot tell)."""
+    look = _look(i)
+    if look is None:
+        return None
+    best: tuple[tuple[int, float, float], BudgetKey, int, Predicted, float] | None = None
     for key in MOVABLE:
         now_value, window = i.budget(key), allowed_range(i.spec, key, i.settings)
         if now_value is None or window is None:
@@ -164,24 +245,26 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
         for value in values_around(now_value, *window):
             if held(i, key, "up" if value > now_value else "down"):
                 continue
-            c = candidate_of(i.spec, {**i.state.overrides, key: value}, pods_now - 1)
-            fewer = fewest_pods(c, model, target, load, lo, floor)
-            if fewer is None:
+            found = look.try_move(key, value)
+            if found is None:
                 continue
-            n, p = fewer
+            n, p, per_pod = found
             score = (-n, p.attainment, p.per_pod)
             if best is None or score > best[0]:
-                best = (score, key, value, p)
+                best = (score, key, value, p, per_pod)
     if best is None:
         return None
-    (neg_n, _, _), key, value, predicted = best
+    (neg_n, _, _), key, value, predicted, per_pod = best
     from_value = i.budget(key)
     assert from_value is not None
-    # the fewer pods must together serve what the fleet serves now, by the same measure
-    moved = pod_capacity(candidate_of(i.spec, {**i.state.overrides, key: value}, 1), model,
-                         target, load)  # fmt: skip
-    if moved <= 0 or moved * -neg_n < pod_capacity(current_c, model, target, load) * pods_now:
-        return None
+    return _priced(look, key, (from_value, value), -neg_n, predicted, per_pod)
+
+
+def _priced(look: _Look, key: BudgetKey, values: tuple[int, int], pods_after: int,
+            predicted: Predicted, per_pod_after: float) -> FewerPods:  # fmt: skip
+    """The move with its sums: the pod-seconds it saves over the payback, and those its
+    rollout spends (see the module doc)."""
+    i, pods_now = look.i, look.pods_now
     ready, _source = ready_horizon(i)
     # the surge replaces as many pods per ready time as the free GPUs place (all of them when
     # the look for free GPUs is still to come: the second look decides), then the change is
@@ -194,8 +277,11 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
     # those pods until the rollout is over (rule 0d holds a rolling fleet), where rule 9 would
     # have shed them
     spent = i.replicas * ready + (i.replicas - pods_now) * delay
-    saved = (pods_now + neg_n) * horizon
-    return FewerPods(key, from_value, value, pods_now, -neg_n, predicted, saved, spent, delay)
+    saved = (pods_now - pods_after) * horizon
+    return FewerPods(
+        key, *values, pods_now, pods_after, predicted, look.per_pod_now, per_pod_after, saved,
+        spent, delay,
+    )  # fmt: skip
 
 
 def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:

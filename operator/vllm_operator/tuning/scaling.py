@@ -151,8 +151,13 @@ def sized_target(i: Inputs) -> int | None:
     known, rate = trusted_capacity(i), under_rate(i, forecast(i))
     if known is None or rate is None or i.scaling is None:
         return None
-    need = math.floor(rate / (i.settings.headroom * known.per_pod)) + 1  # strictly under it
-    return max(i.scaling.min_replicas, need)
+    return pods_for(i, rate, known.per_pod)
+
+
+def pods_for(i: Inputs, rate: float, per_pod: float) -> int:
+    """The pods that serve `rate` req/s each under headroom x `per_pod`, within minReplicas."""
+    need = math.floor(rate / (i.settings.headroom * per_pod)) + 1  # strictly under it
+    return max(i.scaling.min_replicas if i.scaling is not None else 1, need)
 
 
 def down_target(i: Inputs) -> int | None:

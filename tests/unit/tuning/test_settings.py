@@ -22,6 +22,10 @@ from vllm_operator.tuning.settings import TuningSettings
             "need scale_down_votes >= 1 and 0 < scale_down_fraction < 1",
         ),
         ({"rollback_margin": -0.1}, "need scale_up_fraction > 0 and rollback_margin >= 0"),
+        (
+            {"fewer_pods_min_gain": 0.9},
+            "need judgement_load_tolerance >= 0 and fewer_pods_min_gain >= 1",
+        ),
     ],
 )
 def test_inconsistent_settings_are_refused(changes: dict[str, Any], problem: str) -> None:
