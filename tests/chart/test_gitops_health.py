@@ -169,8 +169,8 @@ def test_rollout_is_progressing_then_healthy(
     rolling = versions_until(cluster, edited, held, operator_here)[-1]
     assert lua_health(rolling) == (
         "Progressing",
-        "RollingOut: Rolling out: 0/2 replicas updated, each new pod ready before an old one "
-        "stops.",
+        "RollingOut: Rolling out: 0/2 replicas updated, 2 new pods at a time, each ready before an "
+        "old one stops.",
     )
     # kstatus reads the Ready condition here, and says why it is False
     assert kstatus(kstatus_bin, [rolling]) == [

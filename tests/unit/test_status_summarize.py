@@ -291,6 +291,7 @@ def test_crash_looping_containers_degrade_the_service(
     ("rolling", "says"),
     [
         ({"maxSurge": 1, "maxUnavailable": 0}, "2/3 replicas updated, each new pod ready before"),
+        ({"maxSurge": 3, "maxUnavailable": 0}, "2/3 replicas updated, 3 new pods at a time, each"),
         ({"maxSurge": 0, "maxUnavailable": 1}, "one pod at a time (no GPU was free"),
         ({"maxSurge": "25%", "maxUnavailable": "25%"}, "2/3 replicas updated."),  # not ours
     ],

@@ -90,6 +90,8 @@ def _rollout_pace(dep: dict[str, Any]) -> str:
     surge, unavailable = rolling.get("maxSurge"), rolling.get("maxUnavailable")
     if surge == 1 and unavailable == 0:
         return ", each new pod ready before an old one stops"
+    if isinstance(surge, int) and surge > 1 and unavailable == 0:
+        return f", {surge} new pods at a time, each ready before an old one stops"
     if surge == 0 and unavailable == 1:
         return ", one pod at a time (no GPU was free for a surge pod)"
     return ""
