@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -69,7 +69,7 @@ class Controls:
         self.scaling_actions = 0
         self.restarts = 0
         self.created: dict[int, float] = {r.id: 0.0 for r in fleet.live}  # pre-warmed at t=0
-        self.short_minutes: set[int] = set()  # minutes with a pod a rollout had not replaced
+        self.short_minutes: set[int] = set()  # minutes a rollout left short (Outcome)
         self._restart_delay = 0.0
 
     @property
@@ -209,7 +209,9 @@ class Outcome:
     gpu_hours: float
     scaling_actions: int
     restarts: int
-    rollout_short_windows: int  # 1-minute windows with a pod a rollout took and not replaced
+    # 1-minute windows in which a rollout had stopped a pod, not replaced yet, and fewer pods
+    # were ready than the load needed (the oracle's count for the block; every pod without one)
+    rollout_short_windows: int
     ttft_p95: float
     itl_p95: float
     timeline: list[tuple[float, int, int]]  # (time, replicas asked for, ready)
@@ -219,7 +221,11 @@ class Outcome:
     wall_seconds: float = 0.0
 
 
-def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
+def run_policy(
+    scenario: Scenario, policy: Policy, needed: Callable[[float], int] | None = None
+) -> Outcome:
+    """`policy` on `scenario`. `needed(t)`: the pods the load needs at t (the oracle's count),
+    which a rollout's missing pod is counted against."""
     started = time.perf_counter()
     catalog = load_catalog()
     replicas, cfg = policy.start(scenario)
@@ -234,7 +240,7 @@ def run_policy(scenario: Scenario, policy: Policy) -> Outcome:
         if now % SCRAPE_INTERVAL == 0:
             scrape_fleet(ctx.store, fleet, now)
         controls.note_replacements()
-        if fleet.rollout_short:
+        if fleet.rollout_short and (needed is None or len(fleet.ready) < needed(now)):
             controls.short_minutes.add(int(now // 60))
         if scenario.node_loss_at is not None and now == scenario.node_loss_at:
             controls.lose_nodes(now)

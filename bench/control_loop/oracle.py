@@ -55,6 +55,10 @@ class OracleResult:
     def mean_count(self) -> float:
         return sum(self.counts) / len(self.counts)
 
+    def count_at(self, t: float) -> int:
+        """The replicas the oracle runs at virtual time `t`: the pods the load needs then."""
+        return self.counts[min(len(self.counts) - 1, max(0, int(t // self.block)))]
+
 
 class _Blocks:
     def __init__(self, scenario: Scenario, block: float) -> None:

@@ -70,7 +70,7 @@ def make_policy(name: str, oracle: OracleResult) -> Policy:
 
 
 def _policy_job(scenario: Scenario, name: str, oracle: OracleResult) -> Outcome:
-    return run_policy(scenario, make_policy(name, oracle))
+    return run_policy(scenario, make_policy(name, oracle), needed=oracle.count_at)
 
 
 @dataclass

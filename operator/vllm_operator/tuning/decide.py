@@ -184,7 +184,7 @@ def _rules(i: Inputs) -> Decision:
         voted, decision = decide_fewer_pods(voted)
     return replace(
         _with_verdict(voted, decision or rules.within_slo(voted)),
-        asks_spare_gpu=voted.asks_spare_gpu,
+        asks_spare_gpu=voted.asks_spare_gpu or (decision is not None and decision.asks_spare_gpu),
     )
 
 

@@ -18,6 +18,7 @@ from vllm_operator.tuning.inputs import Inputs, autotune_mode, spec_bound, spec_
 from vllm_operator.tuning.model import Action, BudgetKey, PendingRetune, TuningState
 from vllm_operator.tuning.outcome import Blocked, Move
 from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.rollout_room import rollout_blocker
 from vllm_operator.tuning.settings import TuningSettings
 
 Direction = Literal["up", "down"]
@@ -112,7 +113,7 @@ def budget_move(i: Inputs, key: BudgetKey, direction: Direction, factor: float) 
         return Blocked(Reason.BUDGET_AT_BOUND, phrase, pinned=(key,))
     if i.budget_blocker is not None:  # the engine model found no move worth its restarts
         return i.budget_blocker
-    return apply_budget(i, key, current, target)
+    return rollout_blocker(i) or apply_budget(i, key, current, target)
 
 
 def retune_blocker(i: Inputs) -> Blocked | None:

@@ -8,7 +8,7 @@ every blocker, leading with the most telling one (a pinned bound beats "autoscal
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vllm_operator.tuning.model import Action, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.reasons import Reason
@@ -27,6 +27,8 @@ class Blocked:
     phrase: str  # e.g. "replicas at maxReplicas 4"
     disabled: bool = False  # the lever is switched off, which explains less than a pinned bound
     pinned: tuple[str, ...] = ()  # budget keys stopped at an edge of their allowed range
+    # a free GPU would lift it (rollout_room.py): the pass asks the handler to look
+    asks_spare_gpu: bool = False
 
 
 Remedy = Callable[[], Move | Blocked]
@@ -67,7 +69,8 @@ def remedy_decision(
         blockers.append(outcome)
     lead = next((b for b in blockers if not b.disabled), blockers[0])
     pinned = tuple(dict.fromkeys(k for b in blockers for k in b.pinned))
-    return Blocked(lead.reason, "; ".join(b.phrase for b in blockers), lead.disabled, pinned)
+    asks = any(b.asks_spare_gpu for b in blockers)
+    return Blocked(lead.reason, "; ".join(b.phrase for b in blockers), lead.disabled, pinned, asks)
 
 
 def hold_for(
@@ -76,4 +79,5 @@ def hold_for(
     if isinstance(outcome, Decision):
         return outcome
     message = f"{diagnosis}, but {outcome.phrase}"
-    return hold(outcome.reason, message, snapshot, state, outcome.pinned)
+    held = hold(outcome.reason, message, snapshot, state, outcome.pinned)
+    return replace(held, asks_spare_gpu=outcome.asks_spare_gpu)

@@ -214,3 +214,8 @@ class Reason(StrEnum):
         "Hold",
         "blocker: KV cache usage leaves no room to admit more requests",
     )
+    ROLLOUT_NEEDS_PODS = (
+        "RolloutNeedsPods",
+        "Hold",
+        "blocker: no GPU free for a surge pod, and the load needs every pod a restart would stop",
+    )

@@ -63,6 +63,7 @@ from vllm_operator.tuning.observed_workload import ServiceLoad, observed_workloa
 from vllm_operator.tuning.outcome import Blocked, Move, act
 from vllm_operator.tuning.problem_wait import has_problem, replicas_capped, window_wait
 from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.rollout_room import rollout_blocker
 
 MOVABLE: tuple[BudgetKey, ...] = (
     "maxRequests",
@@ -366,6 +367,9 @@ def decide_retune(i: Inputs) -> tuple[Inputs, Decision | None]:
         else:
             why = f"the model's best move does not pay ({move.phrase()})"
         return replace(i, budget_blocker=Blocked(Reason.RETUNE_DOES_NOT_PAY, why)), None
+    no_room = None if move.surge else rollout_blocker(i)
+    if no_room is not None:  # pays by the sums, but its restarts would stop pods the load needs
+        return replace(i, budget_blocker=no_room, asks_spare_gpu=no_room.asks_spare_gpu), None
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.effect()})")
     return i, act(Reason.RETUNE_BY_MODEL, _diagnosis(i, move.capped), step, i.snapshot)

@@ -8,8 +8,6 @@ rule (5, 8) lets the chain go on when it cannot act.
 
 from __future__ import annotations
 
-import math
-
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.capacity import trusted_capacity
 from vllm_operator.tuning.forecast import forecast, forecast_phrase, rising
@@ -19,6 +17,7 @@ from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.outcome import Blocked, Move, Remedy, hold, hold_for, remedy_decision
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.scaling import (
+    forecast_pods,
     low_load,
     near_capacity,
     scale_down,
@@ -165,7 +164,7 @@ def forecast_over(i: Inputs) -> Decision | None:
     if known is None or ahead is None or not rising(ahead) or not i.rates_trusted:
         return None
     per_pod = i.settings.forecast_headroom * known.per_pod
-    need = math.ceil(ahead.rate / per_pod - 1e-9)
+    need = forecast_pods(i, ahead.rate, known.per_pod)
     if need <= i.replicas:
         return None
     diagnosis = (

@@ -154,6 +154,12 @@ def sized_target(i: Inputs) -> int | None:
     return pods_for(i, rate, known.per_pod)
 
 
+def forecast_pods(i: Inputs, rate: float, per_pod: float) -> int:
+    """The pods that serve `rate` req/s at forecast_headroom x `per_pod` each: what rule 8 adds
+    ahead of a rising load, and what a pod-by-pod rollout must leave serving (rollout_room.py)."""
+    return math.ceil(rate / (i.settings.forecast_headroom * per_pod) - 1e-9)
+
+
 def pods_for(i: Inputs, rate: float, per_pod: float) -> int:
     """The pods that serve `rate` req/s each under headroom x `per_pod`, within minReplicas."""
     need = math.floor(rate / (i.settings.headroom * per_pod)) + 1  # strictly under it

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from bench.control_loop.__main__ import main
-from bench.control_loop.harness import Context, Controls, Outcome
+from bench.control_loop.harness import Context, Controls, Outcome, run_policy
 from bench.control_loop.measure import window_share, window_stats
 from bench.control_loop.oracle import OracleResult
-from bench.control_loop.policies import OracleSchedule, Wva
+from bench.control_loop.policies import OracleSchedule, Static, Wva
 from bench.control_loop.report import check_targets, group
 from bench.control_loop.run import ScenarioResult
-from bench.control_loop.scenarios import DEFAULT, QUICK
+from bench.control_loop.scenarios import DEFAULT, QUICK, Scenario
 
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
 from vllm_operator.sim.fleet import Fleet
@@ -249,3 +249,32 @@ def test_the_lever_target_counts_goodput_per_gpu_hour_in_the_lever_scenarios(
     checks = {name: ok for name, ok, _ in check_targets(g)}
     row = next(k for k in checks if "15% more goodput per GPU-hour" in k)
     assert checks[row] is met  # 5.0 / 3.0 GPU-h: +67%; 5.0 / 4.5: +11%
+
+
+@dataclasses.dataclass
+class _RestartAt(Static):
+    """Static replicas, and one flag change at `at` (the rollout the harness scores)."""
+
+    at: float = 120.0
+
+    def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
+        replicas, self.cfg = super().start(scenario)
+        return replicas, self.cfg
+
+    def on_tick(self, now: float, ctx: Context) -> None:
+        if now == self.at:
+            ctx.controls.restart(dataclasses.replace(self.cfg, max_num_seqs=8), now)
+
+
+@pytest.mark.timeout(120)
+def test_a_window_is_short_for_a_rollout_only_below_the_pods_the_load_needs() -> None:
+    """Two pods on two GPUs roll one at a time: short where the load needs both, not where
+    one serves it (the oracle's count), and every such minute without a count."""
+    base = dataclasses.replace(QUICK[0], duration=600.0)
+    scenario = dataclasses.replace(base, profile=dataclasses.replace(base.profile, gpus=2))
+    short = {
+        label: run_policy(scenario, _RestartAt("restart", 2), needed).rollout_short_windows
+        for label, needed in (("both", lambda t: 2), ("one", lambda t: 1), ("all", None))
+    }
+    assert short["one"] == 0
+    assert short["both"] == short["all"] > 0

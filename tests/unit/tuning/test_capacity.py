@@ -180,7 +180,9 @@ def test_capacity_is_forgotten_without_autoscaling() -> None:
 
 def test_a_budget_change_forgets_capacity() -> None:
     rejecting = snap(rejection_ratio=0.05, rejection_rate=0.5)
-    decision = decide(spec(), rejecting, state(capacity=KNOWN, last_scale_at=LONG_AGO), T0)
+    before = state(capacity=KNOWN, last_scale_at=LONG_AGO)
+    # a GPU free for a surge pod: the two pods carry 10/s, so pod by pod would not roll now
+    decision = decide(spec(), rejecting, before, T0, spare_pods=1)
     assert brief(decision) == ("SetBudget", "RaiseQueueRejections", "maxRequests", 32, 64)
     assert decision.state.capacity is None
 

@@ -25,7 +25,7 @@ WIRE = (
     "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "NoFreeGPU", "AtMinReplicas",
     "ScaleUpCooldown", "ScaleDownVoting", "ScaleDownStabilizing", "RetuneCooldown",
     "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound",
-    "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull",
+    "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull", "RolloutNeedsPods",
 )  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from vllm_operator.planning.lengths import Empirical
 from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range
-from vllm_operator.tuning.model import ReadyTime, TuningState
+from vllm_operator.tuning.model import Capacity, ReadyTime, TuningState
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import (
     UNDO_FACTOR,
@@ -297,3 +297,18 @@ def test_with_a_canary_the_rules_steps_stay_at_the_cap() -> None:
     assert decision is None and after.budget_blocker is None
     without = inputs(L4_256, OVERLOADED, slow)
     assert decide_retune(without)[0].budget_blocker is not None
+
+
+def test_a_move_that_pays_waits_while_its_pod_by_pod_restart_would_stop_needed_pods() -> None:
+    """Its sums price the restarts, but at 4 req/s on pods that serve 3 each, one pod of two
+    cannot carry the load for a ready time (tuning/rollout_room.py): a surge can."""
+    busy = state(problem_since=LASTED, capacity=Capacity(3.0, T0 - timedelta(minutes=10)))
+    held = decide(spec(**L4_256), snap(**OVERLOADED), busy, T0)
+    assert (held.action.kind, held.reason) == ("Hold", Reason.AT_MAX_REPLICAS), held.message
+    assert "a pod-by-pod restart would leave 1 of 2 ready pods serving 4.00/s" in held.message
+    assert held.asks_spare_gpu and held.state.overrides == {}
+    surged = decide(spec(**L4_256), snap(**OVERLOADED), busy, T0, spare_pods=1)
+    assert surged.reason == Reason.RETUNE_BY_MODEL
+    # with a pod to spare (each serves 9/s) it rolls pod by pod, as before
+    idle = replace(busy, capacity=Capacity(9.0, T0 - timedelta(minutes=10)))
+    assert decide(spec(**L4_256), snap(**OVERLOADED), idle, T0).reason == Reason.RETUNE_BY_MODEL

@@ -44,9 +44,11 @@ def test_busy_then_quiet_settles_without_oscillation() -> None:
     state, moves = TuningState(), []
     for minute in range(80):
         demand = 40.0 if minute < 50 else 6.0  # 40 requests in flight, then 6
+        # a GPU free beyond maxReplicas: budget changes roll with surge (rollout_room.py)
         decision = decide(
-            SPEC, toy_fleet(state, demand, minute), state, T0 + timedelta(minutes=minute)
-        )
+            SPEC, toy_fleet(state, demand, minute), state, T0 + timedelta(minutes=minute),
+            spare_pods=1,
+        )  # fmt: skip
         if decision.action.kind != "Hold" or decision.reason in ("RetuneKept", "RollbackWorse"):
             a = decision.action
             moves.append((minute, decision.reason, a.field, a.from_value, a.to_value))
