@@ -139,7 +139,7 @@ def check_targets(g: Group) -> list[Check]:
     fig = lambda p, n: g.figure(p, n).mean  # noqa: E731
     # issue 15: the budget lever never costs what the replica lever would not
     short = fig("ours-full", "rollout_short")
-    out.append(("ours-full: no window short of a pod for a rollout", short == 0,
+    out.append(("ours-full: no window short of the pods needed for a rollout", short == 0,
                 f"{short:.1f} windows"))  # fmt: skip
     if "ours-replicas" in have:
         full_win, rep_win = (

@@ -65,7 +65,10 @@ def remedy_decision(
     for reason, remedy in zip(reasons, remedies, strict=True):
         outcome = remedy()
         if isinstance(outcome, Move):
-            return act(reason, diagnosis, outcome, snapshot)
+            # a better remedy that a free GPU would allow is still worth the look: the pass
+            # is decided again with it (decide_seeing_spare_gpu)
+            asks = any(b.asks_spare_gpu for b in blockers)
+            return replace(act(reason, diagnosis, outcome, snapshot), asks_spare_gpu=asks)
         blockers.append(outcome)
     lead = next((b for b in blockers if not b.disabled), blockers[0])
     pinned = tuple(dict.fromkeys(k for b in blockers for k in b.pinned))

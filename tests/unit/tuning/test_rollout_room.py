@@ -125,3 +125,15 @@ def test_a_budget_change_without_surge_always_leaves_the_load_its_pods(
         assert (ready - 1) * TuningSettings().forecast_headroom * per_pod >= rate - 1e-9
     else:
         assert decision.state.overrides == {}
+
+
+def test_a_scale_up_in_its_place_still_asks_whether_the_valve_could_move_on_a_surge() -> None:
+    """Below the replica cap the blocked valve step falls back to a replica; a free GPU would
+    let the better remedy of the rule act, so the pass asks for the look all the same."""
+    roomy = spec(autoscaling={"maxReplicas": 4})
+    before = state(capacity=BUSY, last_scale_at=LONG_AGO)
+    first = decide(roomy, REJECTING, before, T0)
+    assert brief(first)[:2] == ("ScaleReplicas", "ScaleUpRejections") and first.asks_spare_gpu
+    args = (roomy, REJECTING, before, T0, TuningSettings(), ())
+    assert brief(decide_seeing_spare_gpu(*args, lambda: 1)) == STEP
+    assert decide_seeing_spare_gpu(*args, lambda: 0) == first
