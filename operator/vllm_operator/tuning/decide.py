@@ -18,6 +18,8 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           7  TTFT or ITL over SLO otherwise                  scale up
           8  arrivals forecast a ready time ahead need more  scale up to what they need
           8b arrivals near the learned capacity per pod      scale up ahead (opportunity)
+          8c the forecast needs pods the replica cap denies, RetuneAhead (one move, rolled
+             and one budget move carries it (retune_ahead.py) with surge on a free GPU)
           9  sustained low load                              scale down
           9b the SLO met, and one budget move meets it on    RetuneForFewerPods, when the pods
              fewer pods (retune_pods.py)                     saved outweigh the rollout's GPU time
@@ -52,6 +54,7 @@ from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.problem_wait import stamp_problem
 from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.retune_ahead import decide_retune_ahead
 from vllm_operator.tuning.retune_move import decide_retune
 from vllm_operator.tuning.retune_pods import decide_fewer_pods
 from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
@@ -180,6 +183,8 @@ def _rules(i: Inputs) -> Decision:
     if moved is not None:
         return moved
     decision = next((d for d in (rule(voted) for rule in RULES) if d is not None), None)
+    if decision is None:
+        voted, decision = decide_retune_ahead(voted)
     if decision is None:
         voted, decision = decide_fewer_pods(voted)
     return replace(

@@ -96,6 +96,11 @@ class Reason(StrEnum):
         "SetBudget",
         "a problem the engine model predicts one budget move fixes, worth more than its restarts",
     )
+    RETUNE_AHEAD = (
+        "RetuneAhead",
+        "SetBudget",
+        "the forecast needs pods the replica cap denies; one budget move carries it, with surge",
+    )
     RETUNE_FOR_FEWER_PODS = (
         "RetuneForFewerPods",
         "SetBudget",

@@ -43,6 +43,7 @@ answer without a replay.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -274,26 +275,10 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     current = predict(current_c, model, target, load)
     if current is None or within(current, target):
         return None  # the model does not see the problem the figures show: it cannot fix it
-    best: tuple[tuple[float, float], BudgetKey, int, Predicted] | None = None
-    floor = current.attainment + MIN_GAIN
-    for key in MOVABLE:
-        now_value = i.budget(key)
-        window = allowed_range(i.spec, key, i.settings)
-        if now_value is None or window is None:
-            continue
-        for value in values_around(now_value, *window):
-            if held(i, key, "up" if value > now_value else "down"):
-                continue
-            c = candidate_of(i.spec, {**i.state.overrides, key: value}, i.pods)
-            predicted = predict(c, model, target, load)
-            if predicted is None or predicted.attainment < floor:
-                continue
-            score = (predicted.attainment, predicted.per_pod)
-            if best is None or score > best[0]:
-                best = (score, key, value, predicted)
+    best = best_move(i, target, load, current.attainment + MIN_GAIN)
     if best is None:
         return Verdict(current, None)
-    _, key, value, predicted = best
+    key, value, predicted = best
     from_value = i.budget(key)
     assert from_value is not None
     ready, _source = ready_horizon(i)
@@ -305,6 +290,35 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     capped = replicas_capped(i)
     move = RetuneMove(key, from_value, value, current, predicted, gain, cost, capped, surge)
     return Verdict(current, move)
+
+
+def best_move(
+    i: Inputs,
+    target: Target,
+    load: Workload,
+    floor: float,
+    keeps: Callable[[Candidate, Predicted], bool] = lambda _c, _p: True,
+) -> tuple[BudgetKey, int, Predicted] | None:
+    """The one-field move (of MOVABLE, within its allowed range, not held) the model predicts
+    brings the most of `load`'s requests into the SLO on the fleet's pods, at least `floor` of
+    them, and that `keeps` accepts; None when no value does."""
+    best: tuple[tuple[float, float], BudgetKey, int, Predicted] | None = None
+    for key in MOVABLE:
+        now_value = i.budget(key)
+        window = allowed_range(i.spec, key, i.settings)
+        if now_value is None or window is None:
+            continue
+        for value in values_around(now_value, *window):
+            if held(i, key, "up" if value > now_value else "down"):
+                continue
+            c = candidate_of(i.spec, {**i.state.overrides, key: value}, i.pods)
+            predicted = predict(c, i.spec.model, target, load)
+            if predicted is None or predicted.attainment < floor or not keeps(c, predicted):
+                continue
+            score = (predicted.attainment, predicted.per_pod)
+            if best is None or score > best[0]:
+                best = (score, key, value, predicted)
+    return None if best is None else best[1:]
 
 
 def _restart_cost(

@@ -116,7 +116,7 @@ class FewerPods:
         )
 
 
-def _sized(load: Workload, i: Inputs, fit: float | None) -> Workload:
+def sized_load(load: Workload, i: Inputs, fit: float | None) -> Workload:
     """The load the tuner sizes replicas for: the rate a scale-down must fit (`fit`, else the
     observed) over the forecast headroom, rounded up to a RATE_STEPS_PER_OCTAVE step, so that
     passes whose rates differ by a few percent replay the same load (predict() memoises on it)
@@ -158,7 +158,7 @@ class _Look:
 
     i: Inputs
     target: Target
-    load: Workload  # the sized load the replays run (_sized)
+    load: Workload  # the sized load the replays run (sized_load)
     fit: float | None  # the rate a scale-down must fit (forecast.under_rate)
     trusted: float | None  # the capacity per pod the replica lever sizes with (capacity.py)
     lo: int  # the fewest pods allowed (minReplicas, at least 1)
@@ -209,7 +209,7 @@ def _look(i: Inputs) -> _Look | None:
     if base is None or target is None or scaling is None:
         return None
     fit = under_rate(i, forecast(i))
-    load, model, lo = _sized(base, i, fit), i.spec.model, max(1, scaling.min_replicas)
+    load, model, lo = sized_load(base, i, fit), i.spec.model, max(1, scaling.min_replicas)
     known = trusted_capacity(i)
     trusted = known.per_pod if known is not None and known.per_pod > 0 else None
     if trusted is not None and fit is not None:

@@ -18,6 +18,7 @@ WIRE = (
     "HoldMetricsPartial", "HoldMetricsInvalid", "HoldMetricsError", "HoldRollout",
     "HoldPodsNotReady", "RetuneSettling", "RetuneKept", "RollbackWorse",
     "CanaryStarted", "CanaryJudging", "CanaryPromoted", "CanaryRemoved", "RetuneByModel",
+    "RetuneAhead",
     "RetuneForFewerPods", "ScaleUpRejections",
     "RaiseQueueRejections", "LowerActiveSeqsITL", "LowerActiveSeqsPreemption", "ScaleUpLatency",
     "RaiseActiveSeqsWaiting", "RaiseBatchedTokensTTFT", "ScaleUpNearCapacity", "ScaleUpForecast",

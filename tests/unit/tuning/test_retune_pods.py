@@ -32,10 +32,10 @@ from vllm_operator.tuning.retune_move import (
     within,
 )
 from vllm_operator.tuning.retune_pods import (
-    _sized,
     compute_fewer_pods,
     decide_fewer_pods,
     pod_capacity,
+    sized_load,
 )
 from vllm_operator.tuning.scaling import pods_for
 from vllm_operator.tuning.settings import TuningSettings
@@ -102,7 +102,7 @@ def inputs(patch: dict[str, Any], pods: int, rate: float, st: TuningState | None
 
 def sized(i: Inputs) -> Workload:
     """The load compute_fewer_pods replays: the rate a scale-down must fit, over the headroom."""
-    return _sized(_load(i), i, under_rate(i, forecast(i)))
+    return sized_load(_load(i), i, under_rate(i, forecast(i)))
 
 
 def test_blog_budgets_get_one_move_to_fewer_pods_with_its_sums() -> None:
