@@ -15,12 +15,10 @@ the fleet still meets its SLO, when all of these hold:
   forecast rate over `forecast_headroom` (the load the replica lever sizes for, rounded up to a
   9% step so that passes share replays: retune_pods.sized_load) on the fleet's pods, and
   predicts the budgets in force outside the SLO there;
-- its best one-field move (rule 1b's grid, within autotune.bounds and vLLM's cross-field rules)
-  brings MIN_GAIN more of those requests into the SLO without a 503 share over the SLO's budget
-  (or over the budgets in force's, when theirs is already over: closing the entry valve turns
-  latency into 503s, a share of requests "in the SLO" can rise while a fifth are refused), and
-  replayed at the present rate keeps as many of today's requests in it (less MIN_GAIN): the
-  present is not traded for a forecast;
+- its best one-field move (rule 1b's grid, within autotune.bounds and vLLM's cross-field rules,
+  never refusing more than the 503 budget: retune_move.best_move) brings MIN_GAIN more of those
+  requests into the SLO, and replayed at the present rate keeps as many of today's requests in
+  it (less MIN_GAIN): the present is not traded for a forecast;
 - a GPU of the type is free, so the rollout surges: a new pod is ready before an old one stops,
   and the move costs no request. Ahead of a miss, while the load climbs, no move is worth a
   pod's capacity; without a free GPU the budgets stay, and rule 1b (with its rollout-room check,
@@ -82,15 +80,11 @@ def decide_retune_ahead(i: Inputs) -> tuple[Inputs, Decision | None]:
     if current is None or today is None or within(current, target):
         return i, None  # the model sees the budgets in force carry the forecast: nothing to move
 
-    refused = max(target.max_rejection, current.rejected_share)
-
-    def keeps_today(c: Candidate, p: Predicted) -> bool:
-        if p.rejected_share > refused:
-            return False  # latency bought with 503s over the budget is no remedy
+    def keeps_today(c: Candidate, _p: Predicted) -> bool:
         now = predict(c, model, target, present)
         return now is not None and now.attainment >= today.attainment - MIN_GAIN
 
-    best = best_move(i, target, sized, current.attainment + MIN_GAIN, keeps_today)
+    best = best_move(i, target, sized, current, keeps_today)
     if best is None:
         return i, None
     if i.spare_gpu is not True:  # its rollout must surge (module doc)

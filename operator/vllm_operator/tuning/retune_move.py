@@ -7,7 +7,8 @@ fleet: the budgets in force, then each budget the tuner may move (never maxSeqs)
 of its allowed range (limits.allowed_range: spec.autotune.bounds, vLLM's cross-field rules),
 one field at a time ("change one layer at a time"). Every value is checked the way the planner
 checks its candidates (planning/candidate.py: the CRD's rules, the renderer, vLLM's start-up).
-The best value is the target, straight away: no x2 steps over several cooldowns.
+The best value is the target, straight away: no x2 steps over several cooldowns. No value that
+refuses more than the SLO's 503 budget is a target (best_move).
 
 The move pays when the requests it is predicted to bring into the SLO over `retune_payback`
 outweigh those its restarts take out of it, twice (UNDO_FACTOR): one pod at a time is down for
@@ -275,7 +276,7 @@ def compute_retune_move(i: Inputs) -> Verdict | None:
     current = predict(current_c, model, target, load)
     if current is None or within(current, target):
         return None  # the model does not see the problem the figures show: it cannot fix it
-    best = best_move(i, target, load, current.attainment + MIN_GAIN)
+    best = best_move(i, target, load, current)
     if best is None:
         return Verdict(current, None)
     key, value, predicted = best
@@ -296,12 +297,17 @@ def best_move(
     i: Inputs,
     target: Target,
     load: Workload,
-    floor: float,
+    current: Predicted,
     keeps: Callable[[Candidate, Predicted], bool] = lambda _c, _p: True,
 ) -> tuple[BudgetKey, int, Predicted] | None:
     """The one-field move (of MOVABLE, within its allowed range, not held) the model predicts
-    brings the most of `load`'s requests into the SLO on the fleet's pods, at least `floor` of
-    them, and that `keeps` accepts; None when no value does."""
+    brings the most of `load`'s requests into the SLO on the fleet's pods, MIN_GAIN more than
+    `current` (the budgets in force under `load`), and that `keeps` accepts; None when no value
+    does. A move must not refuse more than the SLO's 503 budget (or than `current` does, when it
+    is over it already): closing the entry valve turns latency misses into 503s, and the share
+    of requests "in the SLO" can rise while a fifth of them are refused."""
+    floor = current.attainment + MIN_GAIN
+    refused = max(target.max_rejection, current.rejected_share)
     best: tuple[tuple[float, float], BudgetKey, int, Predicted] | None = None
     for key in MOVABLE:
         now_value = i.budget(key)
@@ -313,7 +319,9 @@ def best_move(
                 continue
             c = candidate_of(i.spec, {**i.state.overrides, key: value}, i.pods)
             predicted = predict(c, i.spec.model, target, load)
-            if predicted is None or predicted.attainment < floor or not keeps(c, predicted):
+            if predicted is None or predicted.attainment < floor:
+                continue
+            if predicted.rejected_share > refused or not keeps(c, predicted):
                 continue
             score = (predicted.attainment, predicted.per_pod)
             if best is None or score > best[0]:

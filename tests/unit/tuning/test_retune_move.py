@@ -12,8 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.tuning.support import T0, snap, spec, state
-from vllm_operator.planning.candidate import Target, build_service, check_service, resolve
+from vllm_operator.planning.candidate import (
+    Candidate,
+    Target,
+    build_service,
+    check_service,
+    resolve,
+)
 from vllm_operator.planning.lengths import Empirical
+from vllm_operator.planning.workload import Workload
+from vllm_operator.tuning import retune_move
 from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range
@@ -21,6 +29,7 @@ from vllm_operator.tuning.model import Capacity, ReadyTime, TuningState
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_move import (
     UNDO_FACTOR,
+    Predicted,
     candidate_of,
     compute_retune_move,
     decide_retune,
@@ -312,3 +321,20 @@ def test_a_move_that_pays_waits_while_its_pod_by_pod_restart_would_stop_needed_p
     # with a pod to spare (each serves 9/s) it rolls pod by pod, as before
     idle = replace(busy, capacity=Capacity(9.0, T0 - timedelta(minutes=10)))
     assert decide(spec(**L4_256), snap(**OVERLOADED), idle, T0).reason == Reason.RETUNE_BY_MODEL
+
+
+def test_latency_is_never_bought_with_503s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose best share "in the SLO" closes the valve and refuses a fifth of the
+    requests: not a target. The next best, within the 503 budget, is."""
+
+    def predict(c: Candidate, _model: str, _t: Target, _load: Workload) -> Predicted:
+        if c.budget("max_num_queued_reqs") == 128:  # maxRequests 512 -> 128: 20% refused
+            return Predicted(0.2, 0.5, 0.08, 1.6, 0.7)
+        if c.budget("max_num_batched_tokens") == 1024:
+            return Predicted(0.0, 0.9, 0.09, 1.9, 0.6)
+        return Predicted(0.0, 0.7, 0.12, 1.9, 0.49)
+
+    monkeypatch.setattr(retune_move, "predict", predict)
+    d = decide(spec(**L4_256), snap(**OVERLOADED), state(problem_since=LASTED), T0, spare_pods=1)
+    assert d.reason == Reason.RETUNE_BY_MODEL
+    assert (d.action.field, d.action.to_value) == ("maxBatchedTokens", 1024)
