@@ -18,6 +18,7 @@ from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
 from vllm_operator.tuning import retune_ahead, retune_move
+from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
 from vllm_operator.tuning.model import (
     Capacity,
@@ -187,3 +188,15 @@ def test_the_present_is_never_traded_for_the_forecast(monkeypatch: pytest.Monkey
         monkeypatch.setattr(module, "predict", model(0.9))
     d = decide(CAPPED, FIGURES, BEFORE, T0, spare_pods=1)
     assert d.reason == Reason.RETUNE_AHEAD and d.state.overrides == {"maxBatchedTokens": 512}
+
+
+def test_recommend_shows_the_move_ahead_and_a_canary_runs_it_first() -> None:
+    advised = decide(spec(**{**L4, "autotune": {"mode": "Recommend"}}), FIGURES, BEFORE, T0,
+                     spare_pods=1)  # fmt: skip
+    assert advised.reason == Reason.RETUNE_AHEAD and not advised.applied
+    assert advised.state.overrides == {} and advised.state.pending is None
+    canary = spec(**{**L4, "autotune": {"canary": True}})
+    made = decide(canary, FIGURES, BEFORE, T0, spare_pods=1)
+    started = divert_to_canary(made, BEFORE, T0)  # what the tune handler does with canary on
+    assert started.reason == Reason.CANARY_STARTED and started.state.overrides == {}
+    assert started.state.canary is not None and started.state.canary.to_value == 512
