@@ -133,3 +133,69 @@ def test_a_spec_is_unreconciled_until_status_reports_its_generation() -> None:
     assert spec_unreconciled(body)
     body["status"] = {"observedGeneration": 2}
     assert not spec_unreconciled(body)
+
+
+class Overlap:
+    """A pass that records, per key, how many run at once and the order they finish in."""
+
+    def __init__(self, pause: Callable[[Any], None] = lambda arg: None) -> None:
+        self.guard = threading.Lock()
+        self.running: dict[Any, int] = {}
+        self.most: dict[Any, int] = {}
+        self.finished: list[tuple[Any, Any]] = []
+        self.pause = pause
+
+    def __call__(self, key: Any, arg: Any) -> None:
+        with self.guard:
+            self.running[key] = self.running.get(key, 0) + 1
+            self.most[key] = max(self.most.get(key, 0), self.running[key])
+        self.pause(arg)
+        with self.guard:
+            self.running[key] -= 1
+            self.finished.append((key, arg))
+
+
+def test_passes_of_one_key_never_overlap_so_the_newest_argument_finishes_last() -> None:
+    # CI, stop 31: two status passes of one service ran at once; the one with the older
+    # Deployment wrote last and Ready went back to False for good.
+    first_in, first_go = threading.Event(), threading.Event()
+
+    def pause(arg: Any) -> None:
+        if arg == 1:
+            first_in.set()
+            assert first_go.wait(5)
+
+    passes = Overlap(pause)
+    queue = PassQueue("t", 4, passes, Later())
+    queue.submit("a", 1)
+    assert first_in.wait(5)
+    queue.submit("a", 2)  # three idle workers: none may take "a" while its first pass runs
+    queue.submit("b", 1)  # another key does not wait for "a"
+    first_go.set()
+    drain(queue)
+    assert passes.most == {"a": 1, "b": 1}
+    assert [arg for key, arg in passes.finished if key == "a"] == [1, 2]
+    assert queue.busy == set() and queue.waiting == {}
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3)), min_size=1, max_size=30),
+    st.integers(min_value=1, max_value=4),
+)
+def test_the_last_pass_of_each_key_to_finish_has_its_newest_argument(
+    submits: list[tuple[str, int]], workers: int
+) -> None:
+    import time
+
+    # the pause only shuffles how passes interleave; nothing below depends on its length
+    passes = Overlap(lambda arg: time.sleep((arg % 4) / 2000))
+    queue = PassQueue("t", workers, passes, Later())
+    for n, (key, pause) in enumerate(submits):
+        queue.submit(key, pause + 4 * n)  # distinct arguments, each with its pause
+    drain(queue)
+    assert all(most == 1 for most in passes.most.values()), passes.most
+    newest = {key: pause + 4 * n for n, (key, pause) in enumerate(submits)}
+    last = {key: arg for key, arg in passes.finished}
+    assert last == newest
+    assert queue.busy == set() and queue.submits == {}

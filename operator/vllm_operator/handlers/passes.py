@@ -6,6 +6,13 @@ passes that a Deployment becoming available triggers queue behind them: Ready is
 after the pods are. Here the kopf handlers only submit: spec passes and status passes run on
 separate pools, and a service has at most one pass of a kind waiting (later submits replace
 its argument), so a burst of Deployment events costs one pass, not one per event.
+
+A service's passes of one kind also never run at once: two status passes, one with an older
+Deployment than the other, would race for the per-service lock (handlers/reconcile.py), and
+threading locks are not fair. When the older one won second, it wrote Ready back to False with
+no event left to correct it (CI, stop 31: `kubectl wait --for=condition=Ready` timed out after
+Ready had been True). So a key's passes run one after another on one worker, in submit order,
+and the last one runs with the newest argument.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ def retry_delay(failures: int, first: float = 1.0, cap: float = 60.0) -> float:
 
 
 class PassQueue:
-    """At most one waiting pass per key; a failed pass is retried with back-off.
+    """At most one waiting and one running pass per key; a failed pass is retried with back-off.
 
     `run(key, arg)` is the pass; `arg` is what the submitter saw, None after a failure.
     `later(delay, fn)` schedules `fn` (the event loop's call_later in the operator); a retry is
@@ -41,21 +48,30 @@ class PassQueue:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self.guard = threading.Lock()
         self.waiting: dict[Hashable, Any] = {}  # key -> the argument of its waiting pass
+        self.busy: set[Hashable] = set()  # keys a worker is draining
         self.failures: dict[Hashable, int] = {}
         self.submits: dict[Hashable, int] = {}  # per key, to tell a stale retry
 
     def submit(self, key: Hashable, arg: Any = None) -> None:
         with self.guard:
             self.submits[key] = self.submits.get(key, 0) + 1
-            queued = key in self.waiting
             self.waiting[key] = arg
-        if not queued:
-            self.pool.submit(self._one, key)
+            idle = key not in self.busy
+            self.busy.add(key)
+        if idle:  # else the worker draining the key runs this pass after its current one
+            self.pool.submit(self._drain, key)
 
-    def _one(self, key: Hashable) -> None:
-        with self.guard:
-            arg = self.waiting.pop(key)
-            seq = self.submits[key]
+    def _drain(self, key: Hashable) -> None:
+        while True:
+            with self.guard:
+                if key not in self.waiting:
+                    self.busy.discard(key)
+                    return
+                arg = self.waiting.pop(key)
+                seq = self.submits[key]
+            self._one(key, arg, seq)
+
+    def _one(self, key: Hashable, arg: Any, seq: int) -> None:
         try:
             self.run(key, arg)
         except Exception:
