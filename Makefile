@@ -77,6 +77,10 @@ bench-control: install ## Control policies side by side in the twin: bench/resul
 bench-fidelity: install ## The twin against measured vLLM (fit and held-out): bench/results/fidelity.*
 	python bench/fidelity.py
 
+.PHONY: bench-kernels
+bench-kernels: install ## The twin's GPU step terms beside the kernels measured here: bench/results/kernel_parity_*
+	python bench/kernel_parity.py
+
 .PHONY: bench-plan
 bench-plan: install ## The planner per example workload against vLLM's defaults: bench/results/planner.*
 	python bench/planner.py

@@ -187,13 +187,44 @@ class Source(_Strict):
         return self
 
 
+class KernelCeilings(_Strict):
+    """What one GPU's kernels achieved, by CUDA events (bench/device/gpu_probe.py's sections)."""
+
+    copy_tbps: PositiveFloat  # device-to-device copy, bytes read + written
+    read_tbps: PositiveFloat  # a reduction over a tensor: bytes read
+    weight_stream_tbps: PositiveFloat  # a model's linear layers at 1 token per step
+    gemm_tflops: PositiveFloat  # the same layers at >= 2048 tokens per step, best
+    kv_read_tbps: PositiveFloat  # one-token attention over a KV cache, best batch x context
+    kv_read_tbps_large_batch: PositiveFloat  # ... median over batches of 64 and more
+    attn_prefill_tflops: PositiveFloat  # causal attention over a whole prompt, best length
+
+
+class KernelSource(_Strict):
+    """Kernel-level figures measured in this repository on a lent GPU: not serving results, so
+    never fitted or replayed; they bound what a GPU profile may assume (calibration.kernels)."""
+
+    id: str = Field(min_length=1)
+    provenance: Literal["measured here"]
+    gpu_profile: str = Field(min_length=1)
+    device: str = Field(min_length=1)
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    script: str = Field(min_length=1)  # the command that measured them, from the checkout
+    raw: str = Field(min_length=1)  # every run's figures, in the repository
+    runs: PositiveInt
+    shapes: str = Field(min_length=1)
+    caveats: tuple[str, ...] = ()
+    ceilings: KernelCeilings
+
+
 class _File(_Strict):
     schema_version: Literal[1]
     sources: tuple[Source, ...] = Field(min_length=1)
+    kernels: tuple[KernelSource, ...] = ()
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Self:
         _raise_on_duplicates((s.id for s in self.sources), "source id")
+        _raise_on_duplicates((k.id for k in self.kernels), "kernels id")
         return self
 
 
@@ -217,6 +248,7 @@ class Point:
 class MeasurementSet:
     sources: tuple[Source, ...]
     points: tuple[Point, ...]
+    kernels: tuple[KernelSource, ...] = ()
 
     def split(self, name: Split) -> tuple[Point, ...]:
         return tuple(p for p in self.points if p.split == name)
@@ -266,7 +298,7 @@ def parse_measurements(data: Mapping[str, Any], origin: str = "measurements") ->
     points = tuple(
         _resolve(source, entry, origin) for source in file.sources for entry in source.points
     )
-    return MeasurementSet(sources=file.sources, points=points)
+    return MeasurementSet(sources=file.sources, points=points, kernels=file.kernels)
 
 
 def summarize(measurements: MeasurementSet) -> Coverage:

@@ -26,7 +26,13 @@ import vllm_twin.calibration.replay as replay_module
 from vllm_operator.cli import UsageError
 from vllm_operator.sim.catalog import CALIBRATED, load_catalog
 from vllm_twin.calibration.fit import fit, leave_one_out
-from vllm_twin.calibration.measurements import MeasurementError, default_path, load_measurements
+from vllm_twin.calibration.kernels import overreach
+from vllm_twin.calibration.measurements import (
+    MeasurementError,
+    MeasurementSet,
+    default_path,
+    load_measurements,
+)
 
 NAME = "calibrate"
 HELP = "Fit the GPU profiles' coefficients to the measured fit set; write calibrated.yaml."
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        return 0
+        return _report_overreach(measurements, out)
     base = load_catalog(calibrated=False)
 
     def progress(line: str) -> None:
@@ -120,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     fitted = fit(measurements, base, rounds=args.rounds, progress=progress)
     out.write_text(render(fitted, current), "utf-8")
     print(f"wrote {out}: loss {fitted.loss_before:.4f} -> {fitted.loss_after:.4f}")
+    if _report_overreach(measurements, out):
+        return 1
     checks = leave_one_out(fitted.gpus, base.gpus)
     if checks:
         print("unseen-GPU prefill efficiency, each fitted GPU left out (mfu_prefill):")
@@ -131,3 +139,22 @@ def run(args: argparse.Namespace) -> int:
                 f" {c.by_median:7.3f} ({median:+5.0%})"
             )
     return 0
+
+
+def _report_overreach(measurements: MeasurementSet, out: Path) -> int:
+    """1 when the shipped profiles assume more than a GPU's kernels achieved here (the
+    measurement set's `kernels`); another --out is not the catalog, so it is not checked."""
+    if out.resolve() != shipped_path().resolve():
+        return 0
+    catalog = load_catalog()
+    lines = []
+    for kernels in measurements.kernels:
+        if kernels.gpu_profile not in catalog.gpus:
+            lines.append(f"kernels {kernels.id}: {kernels.gpu_profile!r} is not a GPU profile")
+            continue
+        gpu = catalog.gpu(kernels.gpu_profile)
+        lines += overreach(kernels.ceilings, gpu, catalog.coefficients)
+    for line in lines:
+        print(f"{out}: {line}; the fit must stay within the chip (twin/calibration/README.md)",
+              file=sys.stderr)  # fmt: skip
+    return 1 if lines else 0
