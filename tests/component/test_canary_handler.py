@@ -13,12 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 from tests.component.handlers import LOG, deployment, deps_for, example, serve, service
+from tests.component.test_rollout_strategy import node, other_pod
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import Recording, load
 from vllm_operator import constants as c
 from vllm_operator.handlers.tune import tune
 from vllm_operator.metrics.queries import PodGroup, build_snapshot_queries
 from vllm_operator.render.canary import canary_name
+from vllm_operator.render.rollout import ONE_DOWN, SURGE
 from vllm_operator.tuning.reasons import Reason
 
 TRAFFIC = load("traffic-two-pods.json")
@@ -109,3 +111,52 @@ def test_a_canary_no_worse_than_the_stable_pods_is_promoted_to_every_pod() -> No
     assert tuning["overrides"] == {"maxRequests": 128} and "canary" not in tuning
     (event,) = [e for e in kube.events if e["reason"] == "CanaryPromoted"]
     assert "on the canary vs" in event["message"]
+
+
+def promote_on_a_full_node(other_gpus: int, canary_bound: bool) -> FakeKube:
+    """A canary promoted on one H100 node of 8 GPUs: the 2 stable pods, the canary pod when
+    `canary_bound`, and someone else's pod of `other_gpus` on it."""
+    calm = TRAFFIC.with_values("admitted_rate", {"": "0.25"}).with_values(
+        "rejection_rate_by_reason", {"max_num_queued_reqs": "0.001"}, label="reason"
+    )
+    kube, deps = run_canary(calm)
+    kube.put(node())
+    kube.put(other_pod(other_gpus))
+    stable = deployment(kube)["spec"]["template"]["metadata"]["labels"]
+    canary = canary_of(kube)
+    assert canary is not None
+    labels = [stable, stable] + ([canary["spec"]["template"]["metadata"]["labels"]] * canary_bound)
+    for n, pod_labels in enumerate(labels):
+        kube.put(bound_pod(f"chat-{n}", pod_labels))
+    judged = tune(service(kube), deps=deps, logger=LOG)
+    assert judged is not None and judged.reason == Reason.CANARY_PROMOTED, judged
+    assert canary_of(kube) is None
+    assert flag(deployment(kube), "--max-num-queued-reqs") == "128"
+    return kube
+
+
+def test_a_promotion_surges_onto_the_canarys_gpu_when_no_other_is_free() -> None:
+    kube = promote_on_a_full_node(other_gpus=5, canary_bound=True)
+    # the canary's GPU is the surge pod's: no stable pod stops while the new ones load
+    assert deployment(kube)["spec"]["strategy"] == SURGE
+    assert not [e for e in kube.events if e["reason"] == c.REASON_NO_SPARE_GPU]
+
+
+def test_without_a_canary_leaving_a_full_node_still_rolls_pod_by_pod() -> None:
+    """The node full without the canary's pod: no surge room is invented."""
+    kube = promote_on_a_full_node(other_gpus=6, canary_bound=False)
+    assert deployment(kube)["spec"]["strategy"] == ONE_DOWN
+
+
+def bound_pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A pod of the service (stable or canary by its labels) bound to the node, one GPU."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team-a", "labels": dict(labels)},
+        "spec": {
+            "nodeName": "gpu-h100-0",
+            "containers": [{"name": "vllm", "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }

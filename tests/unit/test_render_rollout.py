@@ -104,6 +104,14 @@ def test_spare_pods(
     assert count_spare_pods(nodes, pods, [H100], per_pod) == spare
 
 
+def test_a_pod_the_pass_deletes_leaves_its_gpus_as_surge_room() -> None:
+    canary = {**pod("n0", 1), "metadata": {"name": "chat-canary-x"}}
+    pods = [pod("n0", 7), canary]
+    assert count_spare_pods([node()], pods, [H100], 1) == 0
+    leaving = lambda p: p.get("metadata", {}).get("name") == "chat-canary-x"  # noqa: E731
+    assert count_spare_pods([node()], pods, [H100], 1, leaving) == 1
+
+
 def test_a_node_that_is_not_ready_has_no_spare_gpu() -> None:
     sick = node()
     sick["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]

@@ -15,8 +15,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from vllm_operator import constants as c
-from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.budgets import BUDGET_FIELDS, BudgetField
 from vllm_operator.api.durations import parse_duration
+from vllm_operator.api.status import CanaryStatus
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.metrics.prometheus import build_prometheus, query_snapshot
@@ -36,18 +37,25 @@ def _may_have_canary(svc: VLLMService) -> bool:
     return canary_on(svc.spec) or (tuning is not None and tuning.canary is not None)
 
 
+def wanted_canary(svc: VLLMService) -> tuple[CanaryStatus, BudgetField] | None:
+    """The canary status.tuning.canary asks for, and its budget field; None: a canary pod of
+    this service is one the reconcile deletes (promoted, removed, or canaries switched off)."""
+    tuning = svc.status.tuning if svc.status else None
+    canary = tuning.canary if tuning is not None and canary_on(svc.spec) else None
+    field = (
+        None if canary is None else next((f for f in BUDGET_FIELDS if f.key == canary.field), None)
+    )
+    return None if canary is None or field is None else (canary, field)
+
+
 def sync_canary(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> None:
     """Apply the canary Deployment status.tuning.canary asks for; delete one it no longer does."""
     if not _may_have_canary(svc):
         return
     namespace, name = svc.namespace or "", canary_name(svc.name)
     current = deps.kube.get("apps/v1", "Deployment", namespace, name)
-    tuning = svc.status.tuning if svc.status else None
-    canary = tuning.canary if tuning is not None and canary_on(svc.spec) else None
-    field = (
-        None if canary is None else next((f for f in BUDGET_FIELDS if f.key == canary.field), None)
-    )
-    if canary is None or field is None:
+    wanted = wanted_canary(svc)
+    if wanted is None:
         owners = [] if current is None else current["metadata"].get("ownerReferences") or []
         if any(o.get("uid") == svc.uid and o.get("controller") for o in owners):
             assert current is not None
@@ -55,6 +63,7 @@ def sync_canary(deps: Deps, svc: VLLMService, logger: logging.Logger | Any) -> N
             deps.kube.delete("apps/v1", "Deployment", namespace, name, uid=uid)
             logger.info("deleted the canary %s/%s: no canary is running", namespace, name)
         return
+    canary, field = wanted
     try:
         overrides = overrides_from_status(svc)
         manifest = render_canary(svc, deps.cfg, overrides, field.key, canary.to_value)

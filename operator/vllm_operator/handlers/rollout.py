@@ -9,12 +9,14 @@ strategy switched (a switch to maxUnavailable 1 mid-surge would take a pod down 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from vllm_operator import constants as c
 from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.canary import wanted_canary
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.render.rollout import (
     compute_rollout_strategy,
@@ -76,4 +78,26 @@ def observe_spare_pods(deps: Deps, svc: VLLMService, logger: logging.Logger | An
     except ApiException as exc:
         logger.warning("cannot read nodes and pods for a surge rollout: %s", exc.reason)
         return None
-    return count_spare_pods(nodes, pods, types, svc.spec.gpu.count)
+    leaving = _canary_pod_of(svc) if wanted_canary(svc) is None else _nothing
+    return count_spare_pods(nodes, pods, types, svc.spec.gpu.count, leaving)
+
+
+def _nothing(pod: Mapping[str, Any]) -> bool:
+    return False
+
+
+def _canary_pod_of(svc: VLLMService) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a pod is this service's canary: the reconcile that starts this rollout deletes
+    it (handlers/canary.py sync_canary runs after the Deployment's apply), so a promotion
+    surges onto the canary's GPUs instead of taking stable pods down one at a time."""
+
+    def leaving(pod: Mapping[str, Any]) -> bool:
+        meta = pod.get("metadata", {})
+        labels = meta.get("labels") or {}
+        return (
+            meta.get("namespace") == svc.namespace
+            and labels.get(c.LABEL_SERVICE) == svc.name
+            and labels.get(c.LABEL_CANARY) == "true"
+        )
+
+    return leaving

@@ -22,7 +22,7 @@ before SIGTERM, since vLLM aborts a request that reaches a draining engine.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -126,18 +126,23 @@ def count_spare_pods(
     pods: Iterable[Mapping[str, Any]],
     types: Iterable[GPUType],
     per_pod: int,
+    leaving: Callable[[Mapping[str, Any]], bool] = lambda pod: False,
 ) -> int:
     """How many pods of `per_pod` GPUs the schedulable nodes of an acceptable GPU type place on
     their unrequested GPUs (a pod's GPUs on one node).
 
     Requests count for every pod bound to the node that has not finished, whoever owns it; a
-    Pending pod not yet bound is not counted (the scheduler may give it the same GPU).
+    Pending pod not yet bound is not counted (the scheduler may give it the same GPU). Nor is a
+    pod `leaving` says the same pass deletes (a promoted canary's): its GPUs are the rollout's
+    surge room, and the surge pod waits Pending for them while every stable pod serves.
     """
     accepted = list(types)
     resource = accepted[0].resource_name if accepted else ""
     used: dict[str, int] = {}
     for pod in pods:
         node = pod.get("spec", {}).get("nodeName")
+        if leaving(pod):
+            continue
         if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
             used[node] = used.get(node, 0) + _requested(pod, resource)
     placed = 0
