@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator.sim.catalog import load_catalog
-from vllm_twin.calibration.kernels import ParityRow, assumed_rates, overreach, step_parity
+from vllm_twin.calibration.kernels import (
+    OverlapRow,
+    ParityRow,
+    assumed_rates,
+    overreach,
+    step_overlap,
+    step_parity,
+)
 from vllm_twin.calibration.measurements import KernelSource, load_measurements
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +36,12 @@ RESULTS = ROOT / "bench" / "results"
 MODEL = "Llama-3.1-8B"  # the shapes bench/device/gpu_probe.py times
 
 
-def render_markdown(kernels: KernelSource, rows: Sequence[ParityRow], problems: list[str]) -> str:
+def render_markdown(
+    kernels: KernelSource,
+    rows: Sequence[ParityRow],
+    problems: list[str],
+    overlap: Sequence[OverlapRow] = (),
+) -> str:
     ratios = [r.ratio for r in rows]
     lines = [
         f"# The twin's {kernels.gpu_profile} step terms beside its kernels, measured here",
@@ -71,6 +83,24 @@ def render_markdown(kernels: KernelSource, rows: Sequence[ParityRow], problems: 
             f"| {r.kind} | {r.batch} | {r.context} | {r.kernels_ms:.3f} | {r.twin_ms:.3f} |"
             f" {r.ratio:.2f} |"
         )
+    if overlap:
+        lines += [
+            "",
+            "## Do the linear layers and the attention of a step add, or does one hide the other?",
+            "",
+            f"From `{kernels.overlap_raw}`: the 32 layers' linear layers alone, their attention"
+            " alone, and both interleaved as the model runs them, each in one CUDA graph. A"
+            " step-wide roofline (the step-time model's `roof(compute, memory)`) assumes"
+            " step ≈ the larger; kernels that add give step ≈ the sum.",
+            "",
+            "| batch | context | linear ms | attention ms | step ms | step / sum | step / larger |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for o in overlap:
+            lines.append(
+                f"| {o.batch} | {o.context} | {o.linear_ms:.3f} | {o.attention_ms:.3f} |"
+                f" {o.step_ms:.3f} | {o.over_sum:.3f} | {o.over_max:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -118,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu = catalog.gpu(kernels.gpu_profile)
     rows = step_parity(runs, gpu, catalog.model(MODEL), catalog.coefficients)
     problems = overreach(kernels.ceilings, gpu, catalog.coefficients)
+    overlap: list[OverlapRow] = []
+    if kernels.overlap_raw is not None:
+        overlap = step_overlap(json.loads((ROOT / kernels.overlap_raw).read_text())["runs"])
     stem = f"kernel_parity_{kernels.gpu_profile.split('-')[0].lower()}"
     args.out.mkdir(parents=True, exist_ok=True)
     body = {
@@ -126,11 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "model": MODEL,
         "overreach": problems,
         "steps": [{**r.__dict__, "ratio": round(r.ratio, 4)} for r in rows],
+        "step_overlap": [
+            {**o.__dict__, "over_sum": round(o.over_sum, 4), "over_max": round(o.over_max, 4)}
+            for o in overlap
+        ],
     }
     (args.out / f"{stem}.json").write_text(json.dumps(body, indent=1) + "\n")
-    (args.out / f"{stem}.md").write_text(render_markdown(kernels, rows, problems))
+    (args.out / f"{stem}.md").write_text(render_markdown(kernels, rows, problems, overlap))
     write_plot(kernels, rows, args.out / f"{stem}.png")
-    print(render_markdown(kernels, rows, problems))
+    print(render_markdown(kernels, rows, problems, overlap))
     print(f"wrote {args.out / stem}.{{json,md,png}}", file=sys.stderr)
     return 0
 

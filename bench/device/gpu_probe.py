@@ -20,7 +20,10 @@ not replace the serving measurements. Sections:
   at batch x context sizes, one layer per call over distinct layers' caches: achieved KV read
   bandwidth (the profile's eta_kv x bandwidth). PyTorch's scaled_dot_product_attention, not
   vLLM's paged FlashAttention kernels: a lower bound at small batch, where it has few blocks;
-- attn_prefill: causal attention over a whole prompt: achieved attention FLOP rate.
+- attn_prefill: causal attention over a whole prompt: achieved attention FLOP rate;
+- step_overlap: decode steps of the 32 layers with their linear layers and attention
+  interleaved as a model runs them, against the linear layers alone plus the attention alone:
+  whether one hides the other (a step-wide roofline) or they add (a roofline per kernel class).
 
 torch is imported inside main() so that the repository's lint and tests never need it.
 """
@@ -45,12 +48,22 @@ LM_HEAD_ROWS = (1, 8, 32, 64, 128, 256)
 DECODE_SHAPES = [(b, c) for b in (1, 4, 16, 64, 128, 256) for c in (1024, 4096, 16384)]
 DECODE_MAX_TOKENS = 2**22  # batch x context per layer (16 GiB of K and V)
 PREFILL_LENGTHS = (512, 2048, 8192, 16384)
+STEP_SHAPES = (
+    (1, 4096),
+    (16, 16384),
+    (64, 1024),
+    (64, 4096),
+    (128, 2048),
+    (256, 1024),
+    (256, 4096),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for gpu_probe.json")
     parser.add_argument("--quick", action="store_true", help="fewer sizes (a smoke run)")
+    parser.add_argument("--only", help="comma-separated sections to run (default: all)")
     args = parser.parse_args(argv)
     import torch
 
@@ -79,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         ("lm_head", lambda: lm_head(torch, LM_HEAD_ROWS)),
         ("attn_decode", lambda: attn_decode(torch, DECODE_SHAPES[:4] if quick else DECODE_SHAPES)),
         ("attn_prefill", lambda: attn_prefill(torch, PREFILL_LENGTHS)),
+        ("step_overlap", lambda: step_overlap(torch, STEP_SHAPES[:2] if quick else STEP_SHAPES)),
     ]
+    only = set(args.only.split(",")) if args.only else None
     for name, run in sections:
+        if only is not None and name not in only:
+            continue
         started = time.monotonic()
         print(f"== {name}", flush=True)
         try:
@@ -277,6 +294,67 @@ def attn_prefill(torch: Any, lengths: tuple[int, ...]) -> dict[str, Any]:
         print(f"   N={n:6d}  {row['us_per_layer']:10.2f} us/layer  {row['tflops']:6.1f} TFLOP/s "
               f"({backend})", flush=True)  # fmt: skip
     return {"rows": rows}
+
+
+def step_overlap(torch: Any, shapes: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+    def weight(rows: int, cols: int) -> Any:
+        return torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16) * 0.02
+
+    shapes_ = ((QKV, HIDDEN), (HIDDEN, HIDDEN), (2 * INTER, HIDDEN), (HIDDEN, INTER))
+    layers = [[weight(*shape) for shape in shapes_] for _ in range(LAYERS)]
+    rows = []
+    for batch, ctx in shapes:
+        row = _step_row(torch, layers, batch, ctx)
+        rows.append(row)
+        print(f"   B={batch:4d} C={ctx:6d}  linear {row['linear_ms']:8.3f}  attention "
+              f"{row['attention_ms']:8.3f}  step {row['step_ms']:8.3f} ms  step/sum "
+              f"{row['step_over_sum']:.3f}  step/max {row['step_over_max']:.3f}",
+              flush=True)  # fmt: skip
+        torch.cuda.empty_cache()
+    return {"rows": rows}
+
+
+def _step_row(torch: Any, layers: list[list[Any]], batch: int, ctx: int) -> dict[str, Any]:
+    """One decode step's linear layers alone, attention alone, and both interleaved."""
+    kv_bytes = 2 * batch * ctx * KV_HEADS * HEAD_DIM * 2
+    distinct = max(1, min(LAYERS, math.ceil(2**30 / kv_bytes)))  # > L2 whichever is read
+    caches = [
+        (torch.randn(batch, KV_HEADS, ctx, HEAD_DIM, device="cuda", dtype=torch.bfloat16),
+         torch.randn(batch, KV_HEADS, ctx, HEAD_DIM, device="cuda", dtype=torch.bfloat16))
+        for _ in range(distinct)
+    ]  # fmt: skip
+    x = torch.randn(batch, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    h = torch.randn(batch, INTER, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(batch, HEADS, 1, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+    calls = [_sdpa(torch, q, k, v, causal=False)[2] for k, v in caches]
+
+    def body(with_linear: bool, with_attention: bool) -> Any:
+        def run() -> None:
+            for n in range(LAYERS):
+                w_qkv, w_o, w_gu, w_d = layers[n]
+                if with_linear:
+                    torch.matmul(x, w_qkv.t())
+                if with_attention:
+                    calls[n % distinct]()
+                if with_linear:
+                    torch.matmul(x, w_o.t())
+                    torch.matmul(x, w_gu.t())
+                    torch.matmul(h, w_d.t())
+
+        return run
+
+    linear = timed(torch, graphed(torch, body(True, False)))
+    attention = timed(torch, graphed(torch, body(False, True)))
+    step = timed(torch, graphed(torch, body(True, True)))
+    return {
+        "batch": batch,
+        "context": ctx,
+        "linear_ms": round(linear * 1e3, 4),
+        "attention_ms": round(attention * 1e3, 4),
+        "step_ms": round(step * 1e3, 4),
+        "step_over_sum": round(step / (linear + attention), 4),
+        "step_over_max": round(step / max(linear, attention), 4),
+    }
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ def test_it_writes_the_table_the_json_and_the_plot(tmp_path: Path) -> None:
     )
     table = (tmp_path / "kernel_parity_h200.md").read_text()
     assert "| decode | 256 | 16384 |" in table and "none." in table
+    assert "| batch | context | linear ms | attention ms | step ms |" in table
+    assert len(body["step_overlap"]) >= 5
     assert (tmp_path / "kernel_parity_h200.png").stat().st_size > 0
 
 

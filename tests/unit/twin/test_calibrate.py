@@ -83,11 +83,21 @@ def test_check_passes_on_the_shipped_file_and_fails_on_a_stale_one(tmp_path: Pat
     assert main(["calibrate", "--check", "--out", str(stale)]) == 1
 
 
-def test_the_fingerprint_follows_the_measurement_file(tmp_path: Path) -> None:
+def test_the_fingerprint_follows_what_the_fit_reads_of_the_measurement_file(
+    tmp_path: Path,
+) -> None:
     copy = tmp_path / "m.yaml"
-    copy.write_text(default_path().read_text("utf-8"), "utf-8")
+    text = default_path().read_text("utf-8")
+    copy.write_text(text, "utf-8")
     assert fingerprint(copy) == fingerprint(default_path())
-    copy.write_text(copy.read_text("utf-8") + "\n# another line\n", "utf-8")
+    # a comment, or the kernels measured here (never fitted), leave the fit as it is
+    data = yaml.safe_load(text)
+    data["kernels"][0]["ceilings"]["copy_tbps"] = 1.0
+    copy.write_text("# another line\n" + yaml.safe_dump(data), "utf-8")
+    assert fingerprint(copy) == fingerprint(default_path())
+    # a figure of a source is what the fit reads
+    data["sources"][0]["points"][0]["measured"]["duration_s"] = 1.0
+    copy.write_text(yaml.safe_dump(data), "utf-8")
     assert fingerprint(copy) != fingerprint(default_path())
 
 

@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.engine.steptime import StepTimeModel
-from vllm_twin.calibration.kernels import ceilings_from_probe, overreach, step_parity
+from vllm_twin.calibration.kernels import (
+    ceilings_from_probe,
+    overreach,
+    step_overlap,
+    step_parity,
+)
 from vllm_twin.calibration.measurements import (
     KernelCeilings,
     MeasurementError,
@@ -167,3 +172,25 @@ def test_calibrate_fails_when_the_shipped_profile_outruns_the_chip(
     assert len(err) == 1 and "eta_w x bandwidth" in err[0] and "H200-141GB" in err[0]
     # another --out is not the catalog: not checked
     assert _report_overreach(measurements, Path("elsewhere.yaml")) == 0
+
+
+def test_step_overlap_averages_the_runs_and_tells_adding_from_hiding() -> None:
+    def run(linear: float, attention: float, step: float) -> dict[str, Any]:
+        row = {"batch": 64, "context": 1024, "linear_ms": linear, "attention_ms": attention,
+               "step_ms": step}  # fmt: skip
+        return {"step_overlap": {"rows": [row]}}
+
+    (row,) = step_overlap([run(4.0, 3.0, 7.0), run(4.0, 5.0, 9.0)])
+    assert (row.linear_ms, row.attention_ms, row.step_ms) == (4.0, 4.0, 8.0)
+    assert row.over_sum == 1.0 and row.over_max == 2.0  # they add: neither hides the other
+
+
+def test_the_h200_step_is_the_sum_of_its_parts_not_the_larger() -> None:
+    """What the committed overlap runs say (docs/twin-calibration.md §2.7): within 5% of the
+    sum at every shape, so the step-wide roofline's max() undercounts where both are large."""
+    (kernels,) = load_measurements().kernels
+    assert kernels.overlap_raw is not None
+    rows = step_overlap(json.loads((ROOT / kernels.overlap_raw).read_text())["runs"])
+    assert len(rows) >= 5
+    assert all(0.95 <= r.over_sum <= 1.05 for r in rows), rows
+    assert max(r.over_max for r in rows) > 1.4

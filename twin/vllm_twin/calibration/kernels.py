@@ -166,3 +166,34 @@ def step_parity(
             ms = twin.duration(1, length, 0, length, length * (length + 1), 0) * 1e3
             rows.append(ParityRow("prefill", 1, length, kernels, ms))
     return rows
+
+
+@dataclass(frozen=True)
+class OverlapRow:
+    """One decode step's linear layers and attention, alone and interleaved (probe's
+    step_overlap): `step` near `linear + attention` means they add, near the larger that one
+    hides the other."""
+
+    batch: int
+    context: int
+    linear_ms: float
+    attention_ms: float
+    step_ms: float
+
+    @property
+    def over_sum(self) -> float:
+        return self.step_ms / (self.linear_ms + self.attention_ms)
+
+    @property
+    def over_max(self) -> float:
+        return self.step_ms / max(self.linear_ms, self.attention_ms)
+
+
+def step_overlap(runs: Sequence[Run]) -> list[OverlapRow]:
+    """Each shape's times as the mean over runs."""
+    parts = [_by(runs, "step_overlap", ("batch", "context"), f"{k}_ms")
+             for k in ("linear", "attention", "step")]  # fmt: skip
+    return [
+        OverlapRow(batch, ctx, parts[0][(batch, ctx)], parts[1][(batch, ctx)], step)
+        for (batch, ctx), step in sorted(parts[2].items())
+    ]

@@ -210,6 +210,8 @@ class KernelSource(_Strict):
     date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
     script: str = Field(min_length=1)  # the command that measured them, from the checkout
     raw: str = Field(min_length=1)  # every run's figures, in the repository
+    # runs of the probe's step_overlap section (linear and attention interleaved), if any
+    overlap_raw: str | None = None
     runs: PositiveInt
     shapes: str = Field(min_length=1)
     caveats: tuple[str, ...] = ()

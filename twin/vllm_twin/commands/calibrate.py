@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from importlib import resources
 from pathlib import Path
@@ -56,10 +57,16 @@ def shipped_path() -> Path:
 
 
 def fingerprint(measurements: Path) -> str:
-    """sha256 over the fit's inputs: data, hand-written profiles, engine, replay and fit code."""
+    """sha256 over the fit's inputs: data, hand-written profiles, engine, replay and fit code.
+
+    The data are the measurement file's contents as parsed, less its `kernels` list (kernel
+    figures bound the profiles, calibration/kernels.py, but the fit never reads them), so a
+    comment or a kernels entry does not make the shipped fit stale."""
     profiles = resources.files("vllm_operator.sim").joinpath("profiles")
+    data = yaml.safe_load(measurements.read_text("utf-8"))
+    fitted = {k: v for k, v in data.items() if k != "kernels"} if isinstance(data, dict) else data
     parts = [
-        measurements.read_bytes(),
+        json.dumps(fitted, sort_keys=True, default=str).encode(),
         profiles.joinpath("gpus.yaml").read_bytes(),
         profiles.joinpath("models.yaml").read_bytes(),
         *(
