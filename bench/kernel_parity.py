@@ -24,6 +24,7 @@ from vllm_operator.sim.catalog import load_catalog
 from vllm_twin.calibration.kernels import (
     OverlapRow,
     ParityRow,
+    Rate,
     assumed_rates,
     overreach,
     step_overlap,
@@ -38,6 +39,7 @@ MODEL = "Llama-3.1-8B"  # the shapes bench/device/gpu_probe.py times
 
 def render_markdown(
     kernels: KernelSource,
+    rates: Sequence[Rate],
     rows: Sequence[ParityRow],
     problems: list[str],
     overlap: Sequence[OverlapRow] = (),
@@ -56,9 +58,7 @@ def render_markdown(
         "| rate | profile assumes | kernels measured | assumed / measured |",
         "|---|---:|---:|---:|",
     ]
-    catalog = load_catalog()
-    gpu = catalog.gpu(kernels.gpu_profile)
-    for r in assumed_rates(kernels.ceilings, gpu, catalog.coefficients):
+    for r in rates:
         lines.append(
             f"| {r.what} | {r.assumed:.3g} {r.unit} | {r.measured:.4g} {r.unit} |"
             f" {r.assumed / r.measured:.2f} |"
@@ -165,9 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     }
     (args.out / f"{stem}.json").write_text(json.dumps(body, indent=1) + "\n")
-    (args.out / f"{stem}.md").write_text(render_markdown(kernels, rows, problems, overlap))
+    rates = assumed_rates(kernels.ceilings, gpu, catalog.coefficients)
+    markdown = render_markdown(kernels, rates, rows, problems, overlap)
+    (args.out / f"{stem}.md").write_text(markdown)
     write_plot(kernels, rows, args.out / f"{stem}.png")
-    print(render_markdown(kernels, rows, problems, overlap))
+    print(markdown)
     print(f"wrote {args.out / stem}.{{json,md,png}}", file=sys.stderr)
     return 0
 

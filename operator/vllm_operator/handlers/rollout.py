@@ -78,12 +78,8 @@ def observe_spare_pods(deps: Deps, svc: VLLMService, logger: logging.Logger | An
     except ApiException as exc:
         logger.warning("cannot read nodes and pods for a surge rollout: %s", exc.reason)
         return None
-    leaving = _canary_pod_of(svc) if wanted_canary(svc) is None else _nothing
+    leaving = _canary_pod_of(svc) if wanted_canary(svc) is None else None
     return count_spare_pods(nodes, pods, types, svc.spec.gpu.count, leaving)
-
-
-def _nothing(pod: Mapping[str, Any]) -> bool:
-    return False
 
 
 def _canary_pod_of(svc: VLLMService) -> Callable[[Mapping[str, Any]], bool]:

@@ -126,7 +126,7 @@ def count_spare_pods(
     pods: Iterable[Mapping[str, Any]],
     types: Iterable[GPUType],
     per_pod: int,
-    leaving: Callable[[Mapping[str, Any]], bool] = lambda pod: False,
+    leaving: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> int:
     """How many pods of `per_pod` GPUs the schedulable nodes of an acceptable GPU type place on
     their unrequested GPUs (a pod's GPUs on one node).
@@ -141,7 +141,7 @@ def count_spare_pods(
     used: dict[str, int] = {}
     for pod in pods:
         node = pod.get("spec", {}).get("nodeName")
-        if leaving(pod):
+        if leaving is not None and leaving(pod):
             continue
         if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
             used[node] = used.get(node, 0) + _requested(pod, resource)
