@@ -51,9 +51,23 @@ class Component:
     due: float | None = None  # monotonic time of the pending restart
 
 
+EXEC_SETTLE_SECONDS = 10.0
+
+
 def read_component(name: str, pid: int) -> Component:
     proc = Path(f"/proc/{pid}")
-    argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+    # A process in the middle of execve already shows its new exe but an empty cmdline: the
+    # kernel sets the argument area (mm->arg_start..arg_end) only after it swapped in the new
+    # memory map (fs/exec.c begin_new_exec, then fs/binfmt_elf.c create_elf_tables). A pid file
+    # written right after the exec can be read in that window, so wait for the arguments.
+    deadline = time.monotonic() + EXEC_SETTLE_SECONDS
+    while True:
+        argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+        if argv:
+            break
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"supervise: pid {pid} ({name}) shows no command line")
+        time.sleep(0.05)
     env = dict(
         item.decode().partition("=")[::2]
         for item in (proc / "environ").read_bytes().split(b"\0")
