@@ -22,8 +22,8 @@ from vllm_operator import constants as c
 from vllm_operator.handlers.children import Seen
 from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
-from vllm_operator.handlers.passes import PassQueue
-from vllm_operator.handlers.periodic import run_periodically
+from vllm_operator.handlers.passes import Later, PassQueue
+from vllm_operator.handlers.periodic import run_periodically, submit_to
 from vllm_operator.handlers.pod_watch import PodWatches
 from vllm_operator.handlers.reconcile import reconcile_by_name, spec_unreconciled
 from vllm_operator.handlers.tune import tune
@@ -34,6 +34,7 @@ from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
 # than the API server serves at once only queue there. Status passes are short.
 SPEC_WORKERS = 16
 STATUS_WORKERS = 8
+TUNE_WORKERS = 4  # tuning passes side by side (handlers/periodic.py submit_to)
 # A spec pass hands all its children but one and the Deployment to this pool (handlers/children.py)
 CHILD_WORKERS = SPEC_WORKERS
 
@@ -60,15 +61,23 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     start_pod_watch(memo, deps)
 
 
+def later_on_this_loop() -> Later:
+    """A PassQueue's `later`: call `fn` after `delay` seconds on the running event loop, from
+    any thread (a pass's retry is scheduled from its worker)."""
+    loop = asyncio.get_running_loop()
+
+    def later(delay: float, fn: Any) -> None:
+        loop.call_soon_threadsafe(loop.call_later, delay, fn)
+
+    return later
+
+
 def start_passes(memo: kopf.Memo, deps: Deps) -> None:
     """The pools the handlers submit to: spec passes (they apply children and wait on the API
     server) and status passes (Deployment and pod events), so that neither waits for the other.
     """
     log = logging.getLogger("vllm_operator")
-    loop = asyncio.get_running_loop()
-
-    def later(delay: float, fn: Any) -> None:
-        loop.call_soon_threadsafe(loop.call_later, delay, fn)
+    later = later_on_this_loop()
 
     def spec_pass(key: tuple[str, str], body: dict[str, Any] | None) -> None:
         started = time.monotonic()
@@ -121,14 +130,18 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
         reconcile_by_name(meta["namespace"], meta["name"], deps=deps, logger=log)
         RECONCILE_SECONDS.labels("resync").observe(time.monotonic() - started)
 
-    def tune_one(body: dict[str, Any]) -> None:
+    def tune_one(key: tuple[str, str], body: dict[str, Any]) -> None:
         started = time.monotonic()
-        tune(body, deps=deps, logger=log)
+        try:
+            tune(body, deps=deps, logger=log)
+        except Exception:  # not retried: the next period tunes the service from a fresh list
+            log.exception("tune of %s/%s failed", *key)
         RECONCILE_SECONDS.labels("tune").observe(time.monotonic() - started)
 
+    memo.tune_passes = PassQueue("tune", TUNE_WORKERS, tune_one, later_on_this_loop())
     loops = [
         ("resync", deps.cfg.resync_seconds, resync),
-        ("tune", deps.cfg.tuning_interval_seconds, tune_one),
+        ("tune", deps.cfg.tuning_interval_seconds, submit_to(memo.tune_passes)),
     ]
     for name, every, fn in loops:
         loop = run_periodically(name, every, deps, namespaces, fn, memo.stop_periodic, active)
@@ -162,6 +175,7 @@ async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
     await asyncio.gather(*memo.periodic, return_exceptions=True)
     memo.spec_passes.shutdown()
     memo.status_passes.shutdown()
+    memo.tune_passes.shutdown()
     memo.deps.children.shutdown(wait=False, cancel_futures=True)
     memo.deps.events.shutdown(wait=False)  # the Events already submitted still go out
 

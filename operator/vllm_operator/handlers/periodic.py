@@ -16,6 +16,7 @@ from typing import Any
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.deps import Deps
+from vllm_operator.handlers.passes import PassQueue
 
 log = logging.getLogger("vllm_operator.periodic")
 
@@ -63,6 +64,25 @@ async def run_periodically(
             await _sleep_or_stop(stop, gap)
         elapsed = asyncio.get_running_loop().time() - started
         await _sleep_or_stop(stop, max(0.0, interval - elapsed))
+
+
+def submit_to(queue: PassQueue) -> Callable[[dict[str, Any]], None]:
+    """An action for `run_periodically` that hands each service to `queue`, keyed by namespace
+    and name, instead of running it on the loop's turn.
+
+    The loop takes the services one after another. Run in that turn, one slow pass (a cold
+    engine-model evaluation, an API call waiting out its timeout) held back every service after
+    it, for as long as it took: in CI a service behind others whose namespaces were being
+    deleted got no tuning pass for over 140 s. On the queue, passes of different services run
+    side by side, and a service whose pass still runs has at most one more waiting (the newest
+    body), so a slow service is never tuned twice at once.
+    """
+
+    def submit(body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        queue.submit((meta["namespace"], meta["name"]), body)
+
+    return submit
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
