@@ -52,11 +52,19 @@ def test_a_service_that_never_missed_scales_down_to_what_the_model_says_it_needs
     try:
         # the replicas are applied before the pass's status, so wait on the status that records
         # the move: it carries the capacity source that pass trusted
-        tuning = wait_until(
-            lambda: scaled(cluster, namespace),
-            timeout=140,
-            what="a scale-down on the model's capacity recorded in status.tuning",
-        )
+        try:
+            tuning = wait_until(
+                lambda: scaled(cluster, namespace),
+                timeout=140,
+                what="a scale-down on the model's capacity recorded in status.tuning",
+            )
+        except AssertionError as exc:  # say what the tuner did decide, and with what capacity
+            seen = get(cluster, "vllmservice", namespace, NAME)["status"].get("tuning", {})
+            decided = [(d["action"], d["reason"]) for d in seen.get("lastDecisions", [])]
+            raise AssertionError(
+                f"{exc}; decisions {decided}, model capacity {seen.get('modelCapacity')}, "
+                f"capacity source {seen.get('capacitySource')}"
+            ) from exc
     finally:
         load.join(timeout=200)
     moves = [d for d in decisions(cluster, namespace, NAME) if d["action"] == "ScaleReplicas"]

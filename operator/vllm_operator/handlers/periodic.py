@@ -72,10 +72,9 @@ def submit_to(queue: PassQueue) -> Callable[[dict[str, Any]], None]:
 
     The loop takes the services one after another. Run in that turn, one slow pass (a cold
     engine-model evaluation, an API call waiting out its timeout) held back every service after
-    it, for as long as it took: in CI a service behind others whose namespaces were being
-    deleted got no tuning pass for over 140 s. On the queue, passes of different services run
-    side by side, and a service whose pass still runs has at most one more waiting (the newest
-    body), so a slow service is never tuned twice at once.
+    it, for as long as it took. On the queue, passes of different services run side by side,
+    and a service whose pass still runs has at most one more waiting (the newest body), so a
+    slow service is never tuned twice at once.
     """
 
     def submit(body: dict[str, Any]) -> None:
