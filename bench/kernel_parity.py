@@ -89,9 +89,10 @@ def render_markdown(
             "## Do the linear layers and the attention of a step add, or does one hide the other?",
             "",
             f"From `{kernels.overlap_raw}`: the 32 layers' linear layers alone, their attention"
-            " alone, and both interleaved as the model runs them, each in one CUDA graph. A"
-            " step-wide roofline (the step-time model's `roof(compute, memory)`) assumes"
-            " step ≈ the larger; kernels that add give step ≈ the sum.",
+            " alone, and both interleaved as the model runs them, each in one CUDA graph. One"
+            " roofline over the whole step would give step ≈ the larger; kernels that add give"
+            " step ≈ the sum, which is what the step-time model takes (a roofline per kind of"
+            " kernel, docs/twin-calibration.md §2.3).",
             "",
             "| batch | context | linear ms | attention ms | step ms | step / sum | step / larger |",
             "|---:|---:|---:|---:|---:|---:|---:|",

@@ -199,4 +199,5 @@ def test_recommend_shows_the_move_ahead_and_a_canary_runs_it_first() -> None:
     made = decide(canary, FIGURES, BEFORE, T0, spare_pods=1)
     started = divert_to_canary(made, BEFORE, T0)  # what the tune handler does with canary on
     assert started.reason == Reason.CANARY_STARTED and started.state.overrides == {}
-    assert started.state.canary is not None and started.state.canary.to_value == 512
+    assert started.state.canary is not None
+    assert started.state.canary.to_value == made.action.to_value

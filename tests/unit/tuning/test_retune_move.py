@@ -48,15 +48,15 @@ L4_256: dict[str, Any] = {
         "running": {"maxSeqs": 256, "maxActiveSeqs": None},
         "tokens": {"maxBatchedTokens": 2048},
     },
-    "slo": {"ttftP95": "2000ms", "itlP95": "100ms", "maxRejectionRatio": 0.005},
+    "slo": {"ttftP95": "2000ms", "itlP95": "110ms", "maxRejectionRatio": 0.005},
     "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 2},
 }
-# 2 pods at 4 req/s, 40 running, ITL p95 120 ms over its 100 ms SLO
+# 2 pods at 4 req/s, 40 running, ITL p95 130 ms over its 110 ms SLO
 OVERLOADED: dict[str, Any] = {
     "request_rate": 4.0,
     "admitted_rate": 4.0,
     "running": 40.0,
-    "itl_p95": 0.12,
+    "itl_p95": 0.13,
     "ttft_p95": 1.5,
     "prompt_tokens_per_request": 1000.0,
 }
@@ -271,10 +271,11 @@ def test_a_single_pod_serves_nothing_while_it_restarts() -> None:
     verdict = compute_retune_move(inputs(L4_256, one, state(desired_replicas=1, ready_time=ready)))
     assert verdict is not None and verdict.move is not None
     assert verdict.move.cost == pytest.approx(verdict.current.attainment * 2.5 * 240.0)
-    # two pods: the other one carries the load meanwhile, so the cost is what it then misses
+    # two pods: the other one carries the load meanwhile, so the cost is what it then misses,
+    # at most all of it (one L4 alone at 4 req/s misses the ITL SLO for nearly every request)
     two = compute_retune_move(inputs(L4_256, OVERLOADED, state(ready_time=ready)))
     assert two is not None and two.move is not None
-    assert 0.0 <= two.move.cost < two.current.attainment * 4.0 * 240.0 * 2
+    assert 0.0 <= two.move.cost <= two.current.attainment * 4.0 * 240.0 * 2
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_operator.sim.engine import GpuProfile, StepCoefficients
-from vllm_operator.sim.engine.profiles import ModelProfile, prefill_mfu
+from vllm_operator.sim.engine.profiles import ModelProfile, rates
 from vllm_operator.sim.engine.steptime import StepTimeModel
 from vllm_twin.calibration.measurements import KernelCeilings
 
@@ -85,18 +85,15 @@ def assumed_rates(
 ) -> list[Rate]:
     """Each rate the step-time model assumes for `gpu`, beside what its kernels reached."""
     bandwidth, peak = gpu.bandwidth_tbps, gpu.tflops
-    eta_w = gpu.eta_w if gpu.eta_w is not None else coeffs.eta_w
-    eta_kv = gpu.eta_kv if gpu.eta_kv is not None else coeffs.eta_kv
-    mfu_d = gpu.mfu_decode if gpu.mfu_decode is not None else coeffs.mfu_decode
-    kv = eta_kv * bandwidth
+    own = rates(gpu, coeffs)
+    kv = own.eta_kv * bandwidth
     return [
-        Rate("eta_w x bandwidth", eta_w * bandwidth, ceilings.weight_stream_tbps, "TB/s"),
+        Rate("eta_w x bandwidth", own.eta_w * bandwidth, ceilings.weight_stream_tbps, "TB/s"),
         Rate("eta_kv x bandwidth", kv, ceilings.kv_read_tbps, "TB/s"),
         Rate("eta_kv x bandwidth, batch >= 64", kv, ceilings.kv_read_tbps_large_batch, "TB/s",
              bound=False),
-        Rate("mfu_prefill x tflops", prefill_mfu(gpu, coeffs) * peak, ceilings.gemm_tflops,
-             "TFLOP/s"),
-        Rate("mfu_decode x tflops", mfu_d * peak, ceilings.gemm_tflops, "TFLOP/s"),
+        Rate("mfu_prefill x tflops", own.mfu_prefill * peak, ceilings.gemm_tflops, "TFLOP/s"),
+        Rate("mfu_decode x tflops", own.mfu_decode * peak, ceilings.gemm_tflops, "TFLOP/s"),
     ]  # fmt: skip
 
 

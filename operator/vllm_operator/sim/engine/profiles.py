@@ -106,6 +106,27 @@ def prefill_mfu(gpu: GpuProfile, coeffs: StepCoefficients) -> float:
     return coeffs.mfu_prefill
 
 
+@dataclass(frozen=True)
+class Rates:
+    """The achieved shares a step on one GPU runs at: the GPU's own where fitted, else the
+    coefficients' (one place for the fallback, used by the step-time model and the kernel
+    check alike)."""
+
+    mfu_prefill: float
+    mfu_decode: float
+    eta_w: float
+    eta_kv: float
+
+
+def rates(gpu: GpuProfile, coeffs: StepCoefficients) -> Rates:
+    return Rates(
+        mfu_prefill=prefill_mfu(gpu, coeffs),
+        mfu_decode=gpu.mfu_decode if gpu.mfu_decode is not None else coeffs.mfu_decode,
+        eta_w=gpu.eta_w if gpu.eta_w is not None else coeffs.eta_w,
+        eta_kv=gpu.eta_kv if gpu.eta_kv is not None else coeffs.eta_kv,
+    )
+
+
 class ProfileError(ValueError):
     """A profile mapping is malformed; the message names the entry and the field."""
 

@@ -1,16 +1,23 @@
 """Step time: the roofline with BLIS's fitted corrections (docs/twin-calibration.md §2.3).
 
-T_step = t0 + L*c_layer + B*c_req + roof(T_compute, T_memory) + T_tp
+T_step = t0 + L*c_layer + B*c_req + roof(C_linear, M_weights) + roof(C_attn, M_kv) + T_tp
+
+A step is two kinds of kernels run one after the other: the linear layers (weights streamed,
+GEMM FLOPs) and attention (KV read and written, attention FLOPs). Each is bound by its own
+compute or memory, and the two add: measured on the H200, a decode step took 0.98-1.05x the
+sum of its linear layers and its attention timed alone (bench/results/gpu_probe_h200_overlap.json,
+docs/twin-calibration.md §2.7). One roof over the sums would let the weights' stream hide the
+attention's FLOPs and the KV read hide the GEMMs, which no kernel does.
 
 roof(c, m) = (c^(1/q) + m^(1/q))^q with q = `overlap` in [0, 1): q = 0 is the hard roofline
-max(c, m); q > 0 lets a step near the crossover, where neither compute nor memory hides the
+max(c, m); q > 0 lets a kernel near the crossover, where neither compute nor memory hides the
 other, take longer than either alone (q = 1/2: hypot(c, m), 1.41 x at c = m).
 
-T_compute = (2*P*n_prefill + attention FLOPs of prefill) / (F*mfu_prefill*TP)
-          + (2*P*n_decode  + attention FLOPs of decode)  / (F*mfu_decode*TP)
-T_memory  = W/(eta_w*BW*TP) + C*kv/(eta_kv*BW) + n*kv/BW        (kv = KV bytes/token per GPU)
-            (eta_w, eta_kv, mfu_*: the GPU profile's own when it has them, else the coefficients;
-            mfu_prefill of a GPU with a TDP: profiles.prefill_mfu)
+C_linear = 2*P*n_prefill / (F*mfu_prefill*TP) + 2*P*n_decode / (F*mfu_decode*TP)
+C_attn   = attention FLOPs of prefill / (F*mfu_prefill*TP) + of decode / (F*mfu_decode*TP)
+M_weights = W/(eta_w*BW*TP)
+M_kv      = C*kv/(eta_kv*BW) + n*kv/BW        (kv = KV bytes/token per GPU)
+            (eta_w, eta_kv, mfu_*: profiles.rates, the GPU's own where fitted)
 T_tp      = tp_comm * 2*L * (latency + 2(TP-1)/TP * n*hidden*dtype / link)   when TP > 1
 
 B = scheduled requests, n = scheduled tokens, C = KV tokens the step attends over (each
@@ -30,7 +37,7 @@ from vllm_operator.sim.engine.profiles import (
     GpuProfile,
     ModelProfile,
     StepCoefficients,
-    prefill_mfu,
+    rates,
 )
 
 
@@ -48,17 +55,14 @@ class StepTimeModel:
         bw = gpu.bandwidth_tbps * 1e12
         self._fixed = coeffs.t0 + model.layers * coeffs.c_layer
         self._per_req = coeffs.c_req
-        mfu_p = prefill_mfu(gpu, coeffs)
-        mfu_d = gpu.mfu_decode if gpu.mfu_decode is not None else coeffs.mfu_decode
-        self._lin_p = 2 * model.params_nonemb / (flops * mfu_p)
-        self._lin_d = 2 * model.params_nonemb / (flops * mfu_d)
+        own = rates(gpu, coeffs)
+        self._lin_p = 2 * model.params_nonemb / (flops * own.mfu_prefill)
+        self._lin_d = 2 * model.params_nonemb / (flops * own.mfu_decode)
         attn = 2 * model.layers * model.heads * model.head_dim  # x n(2c+n+1) = attention FLOPs
-        self._attn_p = attn / (flops * mfu_p)
-        self._attn_d = attn / (flops * mfu_d)
-        eta_w = gpu.eta_w if gpu.eta_w is not None else coeffs.eta_w
-        self._weights = model.weight_bytes / (eta_w * bw * tp)
-        eta_kv = gpu.eta_kv if gpu.eta_kv is not None else coeffs.eta_kv
-        self._kv_read = kv_bytes_per_token / (eta_kv * bw)
+        self._attn_p = attn / (flops * own.mfu_prefill)
+        self._attn_d = attn / (flops * own.mfu_decode)
+        self._weights = model.weight_bytes / (own.eta_w * bw * tp)
+        self._kv_read = kv_bytes_per_token / (own.eta_kv * bw)
         self._kv_write = kv_bytes_per_token / bw
         self._roof = _roof(coeffs.overlap)
         self._tp_fixed = 0.0
@@ -83,15 +87,18 @@ class StepTimeModel:
     ) -> float:
         """Step time in seconds; attn_* are sums of n*(2c+n+1) over prefill/decode entries."""
         tokens = prefill_tokens + decode_tokens
-        compute = (
-            self._lin_p * prefill_tokens
-            + self._attn_p * attn_prefill
-            + self._lin_d * decode_tokens
-            + self._attn_d * attn_decode
-        )
-        memory = self._weights + self._kv_read * ctx_tokens + self._kv_write * tokens
+        linear = self._lin_p * prefill_tokens + self._lin_d * decode_tokens
+        attention = self._attn_p * attn_prefill + self._attn_d * attn_decode
+        kv = self._kv_read * ctx_tokens + self._kv_write * tokens
         comm = self._tp_fixed + self._tp_per_token * tokens if self._tp_fixed else 0.0
-        return self._fixed + self._per_req * num_reqs + self._roof(compute, memory) + comm
+        roof = self._roof
+        return (
+            self._fixed
+            + self._per_req * num_reqs
+            + roof(linear, self._weights)
+            + roof(attention, kv)
+            + comm
+        )
 
     def decode_duration(self, num_reqs: int, ctx_tokens: int) -> float:
         """A step of `num_reqs` one-token decodes attending over `ctx_tokens` in total.
@@ -107,16 +114,16 @@ class StepTimeModel:
         The arithmetic is `duration`'s, operand for operand (the zero prefill terms add exactly
         0.0), so both give bit-identical floats and the two engine paths stay comparable.
         """
-        compute0 = self._lin_d * num_reqs
-        memory0 = self._kv_write * num_reqs
         fixed = self._fixed + self._per_req * num_reqs
+        roof = self._roof
+        linear = roof(self._lin_d * num_reqs, self._weights)
+        kv_write = self._kv_write * num_reqs
         comm = self._tp_fixed + self._tp_per_token * num_reqs if self._tp_fixed else 0.0
-        attn, weights, kv_read, roof = self._attn_d, self._weights, self._kv_read, self._roof
+        attn, kv_read = self._attn_d, self._kv_read
 
         def step(ctx_tokens: int) -> float:
-            compute = compute0 + attn * (2 * ctx_tokens)
-            memory = weights + kv_read * ctx_tokens + memory0
-            return fixed + roof(compute, memory) + comm
+            attention = roof(attn * (2 * ctx_tokens), kv_read * ctx_tokens + kv_write)
+            return fixed + linear + attention + comm
 
         return step
 
