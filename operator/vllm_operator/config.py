@@ -12,10 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from vllm_operator.api.durations import Duration
@@ -71,6 +78,13 @@ class OperatorConfig(BaseModel):
             "127.0.0.1 by default so that nothing outside the host can reach it."
         ),
     )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info",
+        description=(
+            "Level of the operator's log (stderr): info has its decisions and condition changes; "
+            "kopf's own lines show from warning, every line at debug."
+        ),
+    )
     tuning_time_scale: float = Field(
         default=1.0,
         gt=0,
@@ -84,6 +98,11 @@ class OperatorConfig(BaseModel):
         default_factory=PolicyConfig,
         description="Denied flags, env and images this cluster allows (docs/security.md §2).",
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value  # INFO as logging spells it
 
     @model_validator(mode="after")
     def _default_image_allowed(self) -> OperatorConfig:

@@ -28,7 +28,7 @@ from vllm_operator.handlers.pod_watch import PodWatches
 from vllm_operator.handlers.reconcile import reconcile_by_name, spec_unreconciled
 from vllm_operator.handlers.tune import tune
 from vllm_operator.k8s.client import KubeClient
-from vllm_operator.observability import RECONCILE_SECONDS, serve_metrics
+from vllm_operator.observability import RECONCILE_SECONDS, configure_logging, serve_metrics
 
 # Spec passes wait on the API server (a Service create waits for its ClusterIP): more of them
 # than the API server serves at once only queue there. Status passes are short.
@@ -54,6 +54,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     deps = memo.deps = build_deps(os.environ)
+    configure_logging(deps.cfg.log_level)
     if deps.cfg.metrics_port is not None:
         serve_metrics(deps.cfg.metrics_port, deps.cfg.metrics_address)
     start_passes(memo, deps)

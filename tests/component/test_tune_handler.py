@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -113,6 +114,25 @@ def test_holds_write_status_but_emit_no_event() -> None:
     writes = [(a.kind, a.field_manager, a.subresource) for a in kube.applies[before:]]
     assert writes == [(c.KIND, c.FM_TUNER, "status")] * 2
     assert condition(service(kube), c.COND_TUNING_ACTIVE)["status"] == "True"
+
+
+def test_the_log_tells_a_decision_once_and_not_its_repeats(caplog: Any) -> None:
+    # idle: three passes vote (1 of 3, 2 of 3: one record refreshed), the third scales down
+    kube, deps, _ = served(IDLE, **auto())
+    decisions = []
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        for _ in range(3):
+            decisions.append(tune(service(kube), deps=deps, logger=LOG))
+    assert [d.reason.value for d in decisions if d is not None] == [
+        "ScaleDownVoting", "ScaleDownVoting", "ScaleDownLowLoad"
+    ]  # fmt: skip
+    first, _, last = decisions
+    assert first is not None and last is not None
+    told = [r.getMessage() for r in caplog.records if r.name == LOG.name]
+    assert told == [
+        f"team-a/chat Hold ScaleDownVoting: {first.message}",
+        f"team-a/chat ScaleReplicas ScaleDownLowLoad: {last.message}",
+    ]
 
 
 def test_the_tuners_status_leaves_the_reconciles_conditions_alone() -> None:

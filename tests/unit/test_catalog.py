@@ -139,6 +139,7 @@ def test_config_from_env() -> None:
             "VLLM_OPERATOR_TEMPLATE_DIR": "/etc/vllm-operator/templates",
             "VLLM_OPERATOR_RESYNC_SECONDS": "30",
             "VLLM_OPERATOR_TUNING_INTERVAL_SECONDS": "15",
+            "VLLM_OPERATOR_LOG_LEVEL": "WARNING",
         }
     )
     assert cfg == OperatorConfig(
@@ -150,6 +151,7 @@ def test_config_from_env() -> None:
         template_dir="/etc/vllm-operator/templates",
         resync_seconds=30,
         tuning_interval_seconds=15,
+        log_level="warning",
     )
 
 
@@ -194,6 +196,11 @@ def test_catalog_from_config_file_and_catalog_file(tmp_path: Path) -> None:
             {},
             "VLLM_OPERATOR_RESYNC_SECONDS: Input should be a valid number, unable to parse string "
             "as a number",
+        ),
+        (
+            {"VLLM_OPERATOR_LOG_LEVEL": "verbose"},
+            {},
+            "VLLM_OPERATOR_LOG_LEVEL: Input should be 'debug', 'info', 'warning' or 'error'",
         ),
         (
             {"VLLM_OPERATOR_METRICS_WINDOW": "5 minutes"},

@@ -36,7 +36,7 @@ from vllm_operator.tuning.inputs import canary_on
 from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
-from vllm_operator.tuning.persist import state_from_status
+from vllm_operator.tuning.persist import records_anew, state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, tuning_enabled
 from vllm_operator.tuning.report import build_fleet_view
 from vllm_operator.tuning.settings import TuningSettings
@@ -69,6 +69,12 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
         )  # fmt: skip
         if canary_on(svc.spec):
             decision = divert_to_canary(decision, state, now)
+    if records_anew(previous, decision):  # a repeat changes nothing worth a line
+        only = "" if decision.applied else " (recommendation only)"
+        logger.info(
+            "%s/%s %s %s%s: %s", svc.namespace, svc.name, decision.action.kind,
+            decision.reason.value, only, decision.message,
+        )  # fmt: skip
     conditions = (body.get("status") or {}).get("conditions") or []
     plan = build_tune_plan(
         svc, decision, snapshot, now, settings, window=deps.cfg.metrics_window,
@@ -126,8 +132,7 @@ def execute_plan(
     for event in plan.events:
         deps.kube.emit_event(
             body, type=event.type, reason=event.reason, message=event.message, now=now
-        )
-        logger.info("%s/%s %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
+        )  # tune() logged the decision it tells of
     if plan.rerender:
         # The override is in status now: render it into the Deployment without waiting.
         fresh = deps.kube.get(c.API_VERSION, c.KIND, meta["namespace"], meta["name"])

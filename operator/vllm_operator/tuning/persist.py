@@ -119,6 +119,13 @@ def _same(a: TuningDecisionRecord, b: TuningDecisionRecord) -> bool:
     return all(getattr(a, k) == getattr(b, k) for k in keys)
 
 
+def records_anew(previous: TuningStatus | None, decision: Decision) -> bool:
+    """Whether the decision is a new entry of last_decisions, not a repeat of the newest one:
+    what the operator's log tells (handlers/tune.py)."""
+    history = [] if previous is None else previous.last_decisions
+    return not history or not _same(history[-1], _record(decision, history[-1].time))
+
+
 def _history(
     previous: TuningStatus | None, record: TuningDecisionRecord
 ) -> list[TuningDecisionRecord]:

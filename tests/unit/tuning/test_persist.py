@@ -22,7 +22,7 @@ from vllm_operator.tuning.model import (
     PendingRetune,
     TuningState,
 )
-from vllm_operator.tuning.persist import state_from_status, status_from_state
+from vllm_operator.tuning.persist import records_anew, state_from_status, status_from_state
 
 PENDING = PendingRetune(
     "maxRequests", 32, 64, T0 - timedelta(minutes=3), {"rejection_ratio": 0.05}, T0
@@ -114,6 +114,15 @@ def test_repeated_holds_refresh_the_last_record_instead_of_growing() -> None:
         ("ScaleUpLatency", T0),
         ("WithinSLO", T0 + timedelta(minutes=5)),
     ]
+
+
+def test_a_decision_is_new_exactly_when_it_adds_a_record() -> None:
+    status = None
+    for n, decision in enumerate([_scale(1), WITHIN, WITHIN, _scale(1), _scale(2), _scale(2)]):
+        before = 0 if status is None else len(status.last_decisions)
+        anew = records_anew(status, decision)
+        status = status_from_state(FULL, decision, status, T0 + timedelta(minutes=n))
+        assert anew == (len(status.last_decisions) > before), (n, decision.reason)
 
 
 def test_mode_is_kept_when_not_given() -> None:
