@@ -65,6 +65,36 @@ def test_a_pass_that_lands_late_does_not_put_ready_back_to_false() -> None:
     assert condition(service(kube), c.COND_READY)["status"] == "True"
 
 
+def test_a_deployment_event_older_than_a_pass_read_does_not_flip_ready() -> None:
+    # the pod watch's pass reads 3/3 ready; kopf then delivers the Deployment's older 2/3 event
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    serve(kube, example("minimal.yaml", replicas=3), deps)
+    dep = deployment(kube)
+    kube.set_status(
+        "apps/v1", "Deployment", "team-a", "chat", {**dep["status"], "readyReplicas": 2}
+    )
+    older = deployment(kube)  # what the delayed event carries
+    kube.set_status("apps/v1", "Deployment", "team-a", "chat", dep["status"])
+    pods_pass = Seen(pods=[], only=frozenset({"Deployment"}))
+    reconcile(service(kube), deps=deps, logger=LOG, seen=pods_pass)
+    events = len(kube.events)
+
+    late = Seen(children={"Deployment": older}, pods=[], only=frozenset({"Deployment"}))
+    reconcile(service(kube), deps=deps, logger=LOG, seen=late)
+
+    assert condition(service(kube), c.COND_READY)["status"] == "True"
+    assert len(kube.events) == events  # no ReplicasNotReady Warning either
+
+    # an event newer than anything read is used as it is
+    kube.set_status(
+        "apps/v1", "Deployment", "team-a", "chat", {**dep["status"], "readyReplicas": 2}
+    )
+    newer = Seen(children={"Deployment": deployment(kube)}, only=frozenset({"Deployment"}))
+    reconcile(service(kube), deps=deps, logger=LOG, seen=newer)
+    assert condition(service(kube), c.COND_READY)["message"] == "2/3 replicas ready."
+
+
 def test_a_tuner_write_goes_onto_a_status_the_reconcile_moved_meanwhile() -> None:
     kube = FakeKube()
     deps = deps_for(kube, NOW)

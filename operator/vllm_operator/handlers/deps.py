@@ -10,6 +10,7 @@ from typing import Any
 
 from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
+from vllm_operator.k8s.versions import NewestVersions
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.tuning.model_capacity import CapacityCache
@@ -45,6 +46,8 @@ class Deps:
     # the engine profiles and the one cache of model capacities every service's pass shares
     catalog: Catalog = field(default_factory=load_catalog)
     capacity_cache: CapacityCache = field(default_factory=CapacityCache)
+    # the newest Deployment each status pass has used: an event older than it is read again
+    deployments: NewestVersions = field(default_factory=NewestVersions)
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:

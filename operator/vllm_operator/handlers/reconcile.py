@@ -110,6 +110,9 @@ def _reconcile(
     namespace, name = meta["namespace"], meta["name"]
     previous: dict[str, Any] = dict(body.get("status") or {})
     now = deps.clock()
+    if deps.deployments.older_than_seen(seen.children.get("Deployment")):
+        # an event delivered after a pass read a newer copy (k8s/versions.py): read it again
+        seen = Seen(pods=seen.pods, only=seen.only)
 
     effective = None
     problem: tuple[str, str] | None = None
@@ -162,6 +165,7 @@ def _reconcile(
             deployment, unschedulable_message=unschedulable, crash_loop_message=crash_loop, gpu=gpu
         )
 
+    deps.deployments.note(observed.deployment)
     _write_status(deps, body, previous, observed, effective, now, logger)
 
 

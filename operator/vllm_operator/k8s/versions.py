@@ -1,0 +1,69 @@
+"""Which of two copies of one object is newer, by resourceVersion.
+
+A status pass may get its Deployment from kopf's watch event or read it with a GET, and the two
+arrive out of order: the pod watch (handlers/pod_watch.py) can trigger a pass that GETs the
+Deployment with 3/3 replicas ready before kopf delivers the older event with 2/3, whose pass
+would then write Ready=False over Ready=True for a moment (and post a Warning Event). Since
+Kubernetes 1.35 resourceVersions of one resource type are comparable (KEP-5504, "Comparable
+Resource Version", stable in 1.35: a positive decimal integer without leading zeros; the longer
+is the newer, and of two as long the lexicographically greater). A version that is not of that
+form (an older or non-etcd API server) compares with nothing, and the copy is used as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+def _valid(version: str) -> bool:
+    return version.isdecimal() and version.isascii() and not version.startswith("0")
+
+
+def compare_resource_versions(a: str, b: str) -> int | None:
+    """-1, 0 or 1 as `a` is older than, the same as or newer than `b`; None when either is not
+    a comparable version (client-go's CompareResourceVersion, without its error)."""
+    if not (_valid(a) and _valid(b)):
+        return None
+    if len(a) != len(b):
+        return -1 if len(a) < len(b) else 1
+    return (a > b) - (a < b)
+
+
+class NewestVersions:
+    """The newest resourceVersion a pass has used, per (namespace, name) of one resource type.
+
+    One entry per object the process has seen; a deleted object's entry stays (a recreated one
+    has a newer version). Passes run on pools, so entries are guarded by a lock.
+    """
+
+    def __init__(self) -> None:
+        self._newest: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def note(self, obj: dict[str, Any] | None) -> None:
+        """Remember `obj`'s version if it is the newest seen of its object."""
+        key, version = _key_and_version(obj)
+        if key is None or version is None:
+            return
+        with self._lock:
+            known = self._newest.get(key)
+            if known is None or compare_resource_versions(version, known) == 1:
+                self._newest[key] = version
+
+    def older_than_seen(self, obj: dict[str, Any] | None) -> bool:
+        """Whether a newer copy of `obj` has been noted (False when that cannot be told)."""
+        key, version = _key_and_version(obj)
+        if key is None or version is None:
+            return False
+        with self._lock:
+            known = self._newest.get(key)
+        return known is not None and compare_resource_versions(version, known) == -1
+
+
+def _key_and_version(obj: dict[str, Any] | None) -> tuple[tuple[str, str] | None, str | None]:
+    meta = (obj or {}).get("metadata") or {}
+    name, version = meta.get("name"), meta.get("resourceVersion")
+    if not name or not isinstance(version, str):
+        return None, None
+    return (str(meta.get("namespace") or ""), str(name)), version
