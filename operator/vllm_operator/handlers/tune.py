@@ -37,7 +37,7 @@ from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import Decision, MetricsSnapshot
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
 from vllm_operator.tuning.persist import records_anew, state_from_status
-from vllm_operator.tuning.plan import TunePlan, build_tune_plan, tuning_enabled
+from vllm_operator.tuning.plan import TunePlan, build_tune_plan, told, tuning_enabled
 from vllm_operator.tuning.report import build_fleet_view
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
@@ -70,10 +70,9 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
         if canary_on(svc.spec):
             decision = divert_to_canary(decision, state, now)
     if records_anew(previous, decision):  # a repeat changes nothing worth a line
-        only = "" if decision.applied else " (recommendation only)"
         logger.info(
-            "%s/%s %s %s%s: %s", svc.namespace, svc.name, decision.action.kind,
-            decision.reason.value, only, decision.message,
+            "%s/%s %s %s: %s", svc.namespace, svc.name, decision.action.kind,
+            decision.reason.value, told(decision),
         )  # fmt: skip
     conditions = (body.get("status") or {}).get("conditions") or []
     plan = build_tune_plan(

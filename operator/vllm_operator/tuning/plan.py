@@ -60,6 +60,11 @@ class TunePlan:
         return count
 
 
+def told(decision: Decision) -> str:
+    """The decision's message as its Event and the operator's log tell it."""
+    return decision.message + ("" if decision.applied else " (recommendation only)")
+
+
 def build_tune_plan(
     svc: VLLMService,
     decision: Decision,
@@ -89,8 +94,7 @@ def build_tune_plan(
     }
     events: tuple[PlannedEvent, ...] = ()
     if action.kind != "Hold":
-        suffix = "" if decision.applied else " (recommendation only)"
-        events = (PlannedEvent(decision.reason.value, decision.message + suffix),)
+        events = (PlannedEvent(decision.reason.value, told(decision)),)
     return TunePlan(
         decision=decision,
         replicas_patch=replicas_patch,
