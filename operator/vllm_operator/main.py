@@ -195,6 +195,7 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
     key = (meta.namespace or "", meta.name or "")
     if type == "DELETED":
         memo.known.discard(key)
+        memo.deps.deployments.forget(*key)  # its Deployment has the service's name
         return
     if meta.get("deletionTimestamp") or not meta.namespace:
         return

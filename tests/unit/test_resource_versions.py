@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
 from typing import Any
 
+import kopf
 from hypothesis import given
 from hypothesis import strategies as st
 
 from vllm_operator.k8s.versions import NewestVersions, compare_resource_versions
+from vllm_operator.main import on_vllmservice
 
 VERSIONS = st.integers(min_value=1, max_value=10**30)
 NOT_VERSIONS = st.sampled_from(["", "0", "007", "12a", "-3", "1.5", " 12", "١٢"])
@@ -51,3 +55,23 @@ def test_without_a_comparable_version_nothing_is_stale() -> None:
     assert not newest.older_than_seen(None)
     newest.note(deployment("7"))
     assert not newest.older_than_seen(deployment("opaque-1"))
+
+
+def test_a_forgotten_object_keeps_no_entry_and_no_copy_of_it_is_stale() -> None:
+    newest = NewestVersions()
+    newest.note(deployment("120"))
+    newest.note(deployment("7", name="other"))
+    newest.forget("team-a", "chat")
+    newest.forget("team-a", "never-seen")  # nothing to drop: no error
+    assert len(newest) == 1
+    assert not newest.older_than_seen(deployment("3"))  # a recreated service starts afresh
+    assert newest.older_than_seen(deployment("6", name="other"))
+
+
+def test_a_deleted_service_is_forgotten_by_the_event_handler() -> None:
+    newest = NewestVersions()
+    newest.note(deployment("120"))
+    memo = kopf.Memo(known={("team-a", "chat")}, deps=SimpleNamespace(deployments=newest))
+    body = kopf.Body({"metadata": {"name": "chat", "namespace": "team-a"}})
+    asyncio.run(on_vllmservice(body=body, type="DELETED", memo=memo))
+    assert len(newest) == 0 and not memo.known

@@ -33,8 +33,9 @@ def compare_resource_versions(a: str, b: str) -> int | None:
 class NewestVersions:
     """The newest resourceVersion a pass has used, per (namespace, name) of one resource type.
 
-    One entry per object the process has seen; a deleted object's entry stays (a recreated one
-    has a newer version). Passes run on pools, so entries are guarded by a lock.
+    One entry per object the process has seen, until `forget` drops it (a service deleted: the
+    operator may run for months over services that come and go). Passes run on pools, so
+    entries are guarded by a lock.
     """
 
     def __init__(self) -> None:
@@ -59,6 +60,16 @@ class NewestVersions:
         with self._lock:
             known = self._newest.get(key)
         return known is not None and compare_resource_versions(version, known) == -1
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop what was noted of one object (a recreated one starts afresh; its versions are
+        newer anyway)."""
+        with self._lock:
+            self._newest.pop((namespace, name), None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._newest)
 
 
 def _key_and_version(obj: dict[str, Any] | None) -> tuple[tuple[str, str] | None, str | None]:
