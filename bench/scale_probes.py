@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator import constants as c
-from vllm_operator.k8s.client import KubeClient, resource_path
+from vllm_operator.k8s.client import KubeClient, WatchExpiredError
 
 WATCHED = (("apps/v1", "Deployment"), ("v1", "Service"), (c.API_VERSION, c.KIND))
 
@@ -106,24 +106,35 @@ class Watcher:
             t.start()
 
     def _watch(self, api_version: str, kind: str) -> None:
-        api = self.kube.api
-        path = resource_path(api_version, kind, self.ns)
+        """A LIST, then one watch resumed from the last version seen (bookmarks included).
+
+        A watch opened without a version starts with every object of the namespace again: the
+        earlier probe reopened one every 5 s, and those re-sends of 300-1,000 objects (3 KB for
+        a VLLMService) went to the API server's bill of whichever arm ran longer.
+        """
+        version: str | None = None
         while not self.stop.is_set():
-            query = [("watch", "1"), ("timeoutSeconds", "5"), ("allowWatchBookmarks", "false")]
-            _m, url, headers, _b, _ = api.param_serialize(
-                method="GET", resource_path=path, query_params=query,
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-            )  # fmt: skip
-            resp = api.call_api("GET", url, header_params=headers, _request_timeout=(5, 10))
-            for line in resp.response:
-                obj = json.loads(line)["object"]
-                now = time.monotonic()
-                key = (kind, obj["metadata"]["name"])
-                self.created.setdefault(key, now)
-                if key not in self.ready and is_ready(kind, obj):
-                    self.ready[key] = now
-                if self.stop.is_set():
-                    break
+            try:
+                if version is None:
+                    items, version = self.kube.list_at(api_version, kind, self.ns, "")
+                    self._saw(kind, items)
+                for event in self.kube.watch(api_version, kind, self.ns, "", version, 60):
+                    obj = event["object"]
+                    version = str(obj.get("metadata", {}).get("resourceVersion") or version)
+                    if event["type"] != "BOOKMARK":
+                        self._saw(kind, [obj])
+                    if self.stop.is_set():
+                        break
+            except WatchExpiredError:
+                version = None
+
+    def _saw(self, kind: str, objs: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        for obj in objs:
+            key = (kind, obj["metadata"]["name"])
+            self.created.setdefault(key, now)
+            if key not in self.ready and is_ready(kind, obj):
+                self.ready[key] = now
 
     def count(self, kind: str, table: dict[tuple[str, str], float]) -> int:
         return sum(1 for k in list(table) if k[0] == kind)

@@ -1,0 +1,61 @@
+"""The scale benchmark's watch: one LIST, then a watch resumed from the last version seen."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from bench.scale_probes import Watcher
+
+from vllm_operator.k8s.client import WatchExpiredError
+
+
+def _dep(name: str, version: int, available: int) -> dict[str, Any]:
+    meta = {"name": name, "resourceVersion": str(version)}
+    return {"metadata": meta, "spec": {"replicas": 2}, "status": {
+        "availableReplicas": available, "updatedReplicas": available}}  # fmt: skip
+
+
+class FakeKube:
+    """Deployments only; the second watch ends in 410 Gone, the one after the relist stops."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop, self.lists, self.watched_from = stop, 0, []
+
+    def list_at(self, api_version: str, kind: str, *_: Any) -> tuple[list[Any], str]:
+        if kind != "Deployment":
+            return [], "1"
+        self.lists += 1
+        return [_dep("a", 10, 0)], "10" if self.lists == 1 else "40"
+
+    def watch(
+        self, api_version: str, kind: str, _ns: Any, _sel: str, version: str, _t: int
+    ) -> Iterator[dict[str, Any]]:
+        if kind != "Deployment":
+            self.stop.wait()
+            return
+        self.watched_from.append(version)
+        if len(self.watched_from) == 1:
+            yield {"type": "ADDED", "object": _dep("b", 20, 0)}
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "25"}}}
+        elif len(self.watched_from) == 2:
+            raise WatchExpiredError("deployments")
+        else:
+            yield {"type": "MODIFIED", "object": _dep("b", 41, 2)}
+            self.stop.set()
+
+
+def test_the_watch_resumes_from_the_last_version_and_lists_again_only_after_410() -> None:
+    stop = threading.Event()
+    kube = FakeKube(stop)
+    watcher = Watcher(kube, "ns")  # type: ignore[arg-type]
+    watcher.stop = stop
+    watcher.start()
+    for thread in watcher.threads:
+        thread.join(timeout=30)
+    assert kube.lists == 2
+    assert kube.watched_from == ["10", "25", "40"]  # the bookmark's version, then the relist's
+    assert set(watcher.created) == {("Deployment", "a"), ("Deployment", "b")}
+    assert set(watcher.ready) == {("Deployment", "b")}
+    assert watcher.created[("Deployment", "b")] <= watcher.ready[("Deployment", "b")]
