@@ -126,7 +126,8 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
     def resync(body: dict[str, Any]) -> None:
         started = time.monotonic()
         # The listed copy is up to a period old: a spec edited since would be rendered back into
-        # the children. Read it again under the service's lock, as the status passes do.
+        # the children. Pass it under the service's lock on the newest copy the watch and the
+        # status writes left, as the status passes do (handlers/cached_parent.py).
         meta = body["metadata"]
         reconcile_by_name(meta["namespace"], meta["name"], deps=deps, logger=log)
         RECONCILE_SECONDS.labels("resync").observe(time.monotonic() - started)
@@ -196,7 +197,9 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
     if type == "DELETED":
         memo.known.discard(key)
         memo.deps.deployments.forget(*key)  # its Deployment has the service's name
+        memo.deps.services.forget(*key)
         return
+    memo.deps.services.note(dict(body))
     if meta.get("deletionTimestamp") or not meta.namespace:
         return
     first = key not in memo.known
@@ -209,8 +212,9 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
 async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """A Deployment changed (rollout progress, an edit): status and drift follow at once.
 
-    The event carries the Deployment and the pod watch the scheduling state, so the pass reads
-    only the parent; the other children wait for the resync timer. Events that come while the
+    The event carries the Deployment and the pod watch the scheduling state, and the parent is
+    the newest copy at hand (handlers/cached_parent.py), so the pass usually reads nothing; the
+    other children wait for the resync timer. Events that come while the
     service's pass waits are folded into it (the newest Deployment wins).
     """
     parent = body.metadata.labels.get(c.LABEL_SERVICE)

@@ -11,7 +11,7 @@ import kopf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vllm_operator.k8s.versions import NewestVersions, compare_resource_versions
+from vllm_operator.k8s.versions import NewestCopies, NewestVersions, compare_resource_versions
 from vllm_operator.main import on_vllmservice
 
 VERSIONS = st.integers(min_value=1, max_value=10**30)
@@ -68,10 +68,41 @@ def test_a_forgotten_object_keeps_no_entry_and_no_copy_of_it_is_stale() -> None:
     assert newest.older_than_seen(deployment("6", name="other"))
 
 
-def test_a_deleted_service_is_forgotten_by_the_event_handler() -> None:
-    newest = NewestVersions()
-    newest.note(deployment("120"))
-    memo = kopf.Memo(known={("team-a", "chat")}, deps=SimpleNamespace(deployments=newest))
-    body = kopf.Body({"metadata": {"name": "chat", "namespace": "team-a"}})
-    asyncio.run(on_vllmservice(body=body, type="DELETED", memo=memo))
-    assert len(newest) == 0 and not memo.known
+def test_the_event_handler_keeps_the_newest_copy_and_forgets_a_deleted_service() -> None:
+    submitted: list[tuple[str, str]] = []
+    spec_passes = SimpleNamespace(submit=lambda key, body: submitted.append(key))
+    deps = SimpleNamespace(deployments=NewestVersions(), services=NewestCopies())
+    memo = kopf.Memo(known=set(), deps=deps, spec_passes=spec_passes)
+
+    def event(kind: str | None, version: str) -> None:
+        body = kopf.Body({"metadata": {**deployment(version)["metadata"], "generation": 1}})
+        asyncio.run(on_vllmservice(body=body, type=kind, memo=memo))
+
+    deps.deployments.note(deployment("120"))
+    event(None, "300")  # the start-up listing
+    event("MODIFIED", "290")  # delivered late: not kept
+    assert deps.services.copy_of("team-a", "chat")["metadata"]["resourceVersion"] == "300"
+    assert submitted == [("team-a", "chat"), ("team-a", "chat")]  # no status yet: unreconciled
+    event("DELETED", "310")
+    assert len(deps.deployments) == 0 and len(deps.services) == 0 and not memo.known
+    assert deps.services.copy_of("team-a", "chat") is None
+
+
+def test_copies_are_kept_only_with_comparable_versions_and_given_out_as_deep_copies() -> None:
+    copies = NewestCopies()
+    copies.note(deployment("opaque-1"))
+    assert copies.copy_of("team-a", "chat") is None  # newest cannot be told: read it instead
+    copies.note(deployment("5", name="other"))
+    given = copies.copy_of("team-a", "other")
+    assert given is not None
+    given["metadata"]["name"] = "changed"
+    assert copies.copy_of("team-a", "other")["metadata"]["name"] == "other"  # type: ignore[index]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10**6), min_size=1, max_size=30))
+def test_the_copy_kept_is_the_one_with_the_greatest_version(versions: list[int]) -> None:
+    copies = NewestCopies()
+    for v in versions:
+        copies.note({**deployment(str(v)), "seen": v})
+    kept = copies.copy_of("team-a", "chat")
+    assert kept is not None and kept["seen"] == max(versions)

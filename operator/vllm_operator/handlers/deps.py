@@ -10,7 +10,7 @@ from typing import Any
 
 from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
-from vllm_operator.k8s.versions import NewestVersions
+from vllm_operator.k8s.versions import NewestCopies, NewestVersions
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.tuning.model_capacity import CapacityCache
@@ -48,6 +48,9 @@ class Deps:
     capacity_cache: CapacityCache = field(default_factory=CapacityCache)
     # the newest Deployment each status pass has used: an event older than it is read again
     deployments: NewestVersions = field(default_factory=NewestVersions)
+    # the newest copy of each VLLMService (watch events, status writes): status passes and the
+    # resync read it instead of the API server (handlers/cached_parent.py)
+    services: NewestCopies = field(default_factory=NewestCopies)
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:

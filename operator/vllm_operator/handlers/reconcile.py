@@ -12,6 +12,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 from vllm_operator import constants as c
 from vllm_operator.api.errors import format_validation_error
 from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.cached_parent import ChildWriteOnCopyError, StatusWritesOnly
 from vllm_operator.handlers.canary import sync_canary
 from vllm_operator.handlers.children import Seen, api_reason, apply_children, prune_children
 from vllm_operator.handlers.deps import Deps
@@ -219,7 +221,7 @@ def _write_status(
         return
     meta_out = {"name": name, "namespace": namespace}
     patch = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": meta_out, "status": status}
-    apply_status(deps.kube, body, patch, field_manager=c.FM_STATUS)
+    deps.services.note(apply_status(deps.kube, body, patch, field_manager=c.FM_STATUS))
     for cond in newsworthy(previous.get("conditions") or [], status["conditions"]):
         deps.events.submit(_post_event, deps, body, cond, now, logger)
         logger.info(
@@ -258,12 +260,34 @@ def reconcile_by_name(
     body: dict[str, Any] | None = None,
     seen: Seen = NOTHING_SEEN,
 ) -> None:
-    """Reconcile the VLLMService that owns a child that changed (it may be gone already)."""
+    """Reconcile the VLLMService that owns a child that changed (it may be gone already).
+
+    Without `body`, the pass runs on the newest copy the process has of the service, if any,
+    and reads it from the API server only when that pass would write a child
+    (handlers/cached_parent.py).
+    """
     with one_pass_at_a_time(namespace, name):  # read the parent after the pass before wrote it
         if body is None:
+            copy = deps.services.copy_of(namespace, name)
+            if copy is not None and _settled_on_copy(copy, deps, logger, seen):
+                return
             body = deps.kube.get(c.API_VERSION, c.KIND, namespace, name)
         if body is not None and not body["metadata"].get("deletionTimestamp"):
             reconcile(body, deps=deps, logger=logger, seen=seen)
+
+
+def _settled_on_copy(
+    copy: dict[str, Any], deps: Deps, logger: logging.Logger | Any, seen: Seen
+) -> bool:
+    """Pass on `copy` with status writes only; False when the pass needs a fresh read."""
+    if copy["metadata"].get("deletionTimestamp"):
+        return True
+    try:
+        reconcile(copy, deps=replace(deps, kube=StatusWritesOnly(deps.kube)), logger=logger,
+                  seen=seen)  # fmt: skip
+    except ChildWriteOnCopyError:
+        return False
+    return True
 
 
 def spec_unreconciled(body: dict[str, Any]) -> bool:

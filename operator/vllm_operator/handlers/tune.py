@@ -153,7 +153,7 @@ def write_tuner_status(
     read = body
     for _ in range(STALE_ATTEMPTS):
         try:
-            apply_status(deps.kube, read, patch, field_manager=c.FM_TUNER)
+            deps.services.note(apply_status(deps.kube, read, patch, field_manager=c.FM_TUNER))
             return
         except StaleReadError:
             fresh = deps.kube.get(c.API_VERSION, c.KIND, meta["namespace"], meta["name"])

@@ -12,6 +12,7 @@ form (an older or non-etcd API server) compares with nothing, and the copy is us
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -45,12 +46,16 @@ class NewestVersions:
     def note(self, obj: dict[str, Any] | None) -> None:
         """Remember `obj`'s version if it is the newest seen of its object."""
         key, version = _key_and_version(obj)
-        if key is None or version is None:
+        if key is None or version is None or obj is None:
             return
         with self._lock:
             known = self._newest.get(key)
             if known is None or compare_resource_versions(version, known) == 1:
                 self._newest[key] = version
+                self._noted_newer(key, obj)
+
+    def _noted_newer(self, key: tuple[str, str], obj: dict[str, Any]) -> None:
+        """`obj` is now the newest of its object (called under the lock)."""
 
     def older_than_seen(self, obj: dict[str, Any] | None) -> bool:
         """Whether a newer copy of `obj` has been noted (False when that cannot be told)."""
@@ -66,10 +71,45 @@ class NewestVersions:
         newer anyway)."""
         with self._lock:
             self._newest.pop((namespace, name), None)
+            self._forgot((namespace, name))
+
+    def _forgot(self, key: tuple[str, str]) -> None:
+        """`key`'s entry is gone (called under the lock)."""
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._newest)
+
+
+class NewestCopies(NewestVersions):
+    """The newest copy of each object, as well as its version: what a status pass reads instead
+    of GETting the VLLMService (handlers/reconcile.py `reconcile_by_name`).
+
+    Fed by every watch event and by the objects the operator's own writes return, so it is at
+    least as new as anything this process wrote. It can still be older than the stored object
+    (an event on its way), which is why a pass on a copy writes no child from it. Only copies
+    with comparable versions are kept: without them the newest cannot be told, and `copy_of`
+    says None (the pass reads the object, as before).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._copies: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _noted_newer(self, key: tuple[str, str], obj: dict[str, Any]) -> None:
+        if _valid(self._newest[key]):
+            self._copies[key] = copy.deepcopy(obj)  # the caller's may change after
+        else:
+            self._copies.pop(key, None)
+
+    def _forgot(self, key: tuple[str, str]) -> None:
+        self._copies.pop(key, None)
+
+    def copy_of(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A deep copy of the newest copy noted (None: none, or none with a comparable version)."""
+        with self._lock:
+            found = self._copies.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
 
 
 def _key_and_version(obj: dict[str, Any] | None) -> tuple[tuple[str, str] | None, str | None]:
