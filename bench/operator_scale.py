@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +35,9 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.apiserver_pprof import apiserver_profile_summary
 from bench.scale_probes import (
+    ApiserverProfile,
     Watcher,
     audit_writes,
     component_pid,
@@ -182,6 +185,7 @@ def run_arm(
     audit_log: Path,
     profile: Path | None = None,
     env: dict[str, str] | None = None,
+    pprof: tuple[int, Path] | None = None,
 ) -> dict[str, Any]:
     """One arm's run; `env`: more environment for the operator (another tree's PYTHONPATH)."""
     ns = f"bench-{arm}-{k}-{int(time.time())}"
@@ -198,6 +202,10 @@ def run_arm(
     served0 = read_counts(kube)  # outside the CPU window: parsing it is the bench's own work
     cpu0 = (cpu_seconds(api_pid), cpu_seconds(etcd_pid), cpu_seconds(proc))
     log(f"{tag}: applying {n} to {ns}")
+    sampler = None
+    if pprof is not None:  # seconds, and the folder for the profile
+        sampler = ApiserverProfile(kube, pprof[0], pprof[1] / f"{arm}-{k + 1}.pb.gz")
+        sampler.start()
     t0 = time.monotonic()
     apply_parallel(kube, items, tag)
     kind = c.KIND if arm == "operator" else "Deployment"
@@ -238,6 +246,9 @@ def run_arm(
     w.stop.set()
     if op:
         stop_operator(op)
+    if sampler is not None:
+        log(f"{tag}: waiting for the API server's {pprof[0] if pprof else 0} s profile")
+        result["apiserver_profile"] = apiserver_profile_summary(sampler)
     log(f"{tag}: all Ready {result['all_ready_s']} s, {result['writes']} writes; cleaning up")
     delete_namespace(kube, ns)
     return result
@@ -297,9 +308,19 @@ def main() -> int:
     parser.add_argument(
         "--profile", action="store_true", help="one more operator run under a sampling profiler"
     )
+    parser.add_argument(
+        "--apiserver-profile",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="a CPU profile of kube-apiserver over SECONDS from each arm's first apply"
+        " (longer than the slowest arm; needs `go`), summarised by what the time went to",
+    )
     args = parser.parse_args()
     if args.services < 1 or args.runs < (0 if args.profile else 1) or args.idle < 0:
         parser.error("--services must be >= 1, --runs >= 1 (0 with --profile), --idle >= 0")
+    if args.apiserver_profile < 0 or (args.apiserver_profile and shutil.which("go") is None):
+        parser.error("--apiserver-profile: SECONDS >= 1, and `go` on PATH to read the profile")
     kube, audit_log = connect(parser)
     with bench_fleet(kube, args.services) as replicas:
         return run_session(args, kube, audit_log, replicas)
@@ -350,12 +371,15 @@ def run_session(args: argparse.Namespace, kube: KubeClient, audit_log: Path, rep
         "date": time.strftime("%Y-%m-%d"),
         "idle": None,
         "profiled_run": None,
+        "apiserver_profile_s": args.apiserver_profile or None,
     }
     runs: list[dict[str, Any]] = []
     for k in range(args.runs):
         order = ("raw", "operator") if k % 2 == 0 else ("operator", "raw")
         for arm in order:
-            runs.append(run_arm(arm, k, args.services, kube, audit_log))
+            pprof = (args.apiserver_profile, OUT / f"{args.stem}.pprof")
+            runs.append(run_arm(arm, k, args.services, kube, audit_log,
+                                pprof=pprof if args.apiserver_profile else None))  # fmt: skip
             write_report(OUT, args.stem, meta, runs)  # a session cut short keeps its runs
     if args.profile:  # one more operator run, sampled; not in the ratios (it slows it)
         where = OUT / f"{args.stem}.profile.json"

@@ -152,3 +152,33 @@ def is_ready(kind: str, obj: dict[str, Any]) -> bool:
         conds = status.get("conditions") or []
         return any(x.get("type") == "Ready" and x.get("status") == "True" for x in conds)
     return False
+
+
+class ApiserverProfile:
+    """A CPU profile of kube-apiserver (its /debug/pprof, on by default) over a fixed window
+    from the first apply of an arm: the same length for both arms, so the profiles compare."""
+
+    def __init__(self, kube: KubeClient, seconds: int, where: Path) -> None:
+        self.kube, self.seconds, self.where = kube, seconds, where
+        self.thread = threading.Thread(target=self._fetch, daemon=True)
+        self.error: str | None = None
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _fetch(self) -> None:
+        query = [("seconds", str(self.seconds))]
+        try:
+            resp = self.kube._send("GET", "/debug/pprof/profile", query=query,
+                                   timeout=(5.0, self.seconds + 60.0))  # fmt: skip
+            data = resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"HTTP {resp.status}: {data[:200]!r}")
+            self.where.parent.mkdir(parents=True, exist_ok=True)
+            self.where.write_bytes(data)
+        except Exception as exc:  # reported with the run; the run's other figures stand
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def wait(self) -> Path | None:
+        self.thread.join()
+        return None if self.error else self.where

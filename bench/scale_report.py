@@ -72,7 +72,50 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "p99": round(percentile(lags, 0.99), 3),
                 "max": round(max(lags), 3),
             }
+    profiles = profile_classes(runs)
+    if profiles:
+        summary["apiserver_profile"] = profiles
     return summary
+
+
+def profile_classes(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median CPU-s per class of the API server's profiles, per arm (runs without one left out;
+    bench/apiserver_pprof.py)."""
+    table: dict[str, dict[str, float]] = {}
+    for arm in ("raw", "operator"):
+        profiled = [r.get("apiserver_profile") or {} for r in runs if r["arm"] == arm]
+        classes = [p["by_class"] for p in profiled if "by_class" in p]
+        for name in classes[0] if classes else {}:
+            table.setdefault(name, {})[arm] = round(
+                statistics.median(c.get(name, 0.0) for c in classes), 2
+            )
+    return table
+
+
+def render_profile(profiles: dict[str, dict[str, float]], seconds: int) -> list[str]:
+    rows = [
+        f"kube-apiserver CPU by what it was spent on, over the {seconds} s from each arm's first"
+        " apply (median CPU-s of the arms' pprof profiles; bench/apiserver_pprof.py):",
+        "",
+        "| spent on | raw control plane | through the operator | difference |",
+        "|---|---|---|---|",
+    ]
+    total = {"raw": 0.0, "operator": 0.0}
+    for name, arms in profiles.items():
+        raw, op = arms.get("raw"), arms.get("operator")
+        total["raw"] += raw or 0.0
+        total["operator"] += op or 0.0
+        diff = f"{op - raw:+.2f}" if raw is not None and op is not None else "n/a"
+        rows.append(f"| {name} | {_num(raw)} | {_num(op)} | {diff} |")
+    rows.append(
+        f"| all (sum of the medians) | {total['raw']:.2f} | {total['operator']:.2f}"
+        f" | {total['operator'] - total['raw']:+.2f} |"
+    )
+    return rows
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _cell(stat: dict[str, float] | None, digits: int = 1) -> str:
@@ -121,6 +164,9 @@ def render_markdown(meta: dict[str, Any], summary: dict[str, Any]) -> str:
             f"- Idle: {idle['writes']} writes in {idle['seconds']:.0f} s after an operator restart"
             f" over the {meta['services']} Ready services (resync every {idle['resync']:.0f} s)."
         )
+    profiles = summary.get("apiserver_profile")
+    if profiles:
+        lines += ["", *render_profile(profiles, int(meta.get("apiserver_profile_s") or 0))]
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from bench.scale_probes import Watcher
+from bench.scale_probes import ApiserverProfile, Watcher
 
 from vllm_operator.k8s.client import WatchExpiredError
 
@@ -59,3 +59,39 @@ def test_the_watch_resumes_from_the_last_version_and_lists_again_only_after_410(
     assert set(watcher.created) == {("Deployment", "a"), ("Deployment", "b")}
     assert set(watcher.ready) == {("Deployment", "b")}
     assert watcher.created[("Deployment", "b")] <= watcher.ready[("Deployment", "b")]
+
+
+class Answer:
+    def __init__(self, status: int, data: bytes) -> None:
+        self.status, self.data = status, data
+
+    def read(self) -> bytes:
+        return self.data
+
+
+class ProfilingKube:
+    def __init__(self, answer: Answer | Exception) -> None:
+        self.answer = answer
+        self.asked: list[Any] = []
+
+    def _send(self, method: str, path: str, **kw: Any) -> Answer:
+        self.asked.append((method, path, kw["query"]))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_a_profile_is_written_where_asked_and_a_refusal_is_reported(tmp_path: Any) -> None:
+    kube = ProfilingKube(Answer(200, b"pprof"))
+    sampler = ApiserverProfile(kube, 40, tmp_path / "p" / "raw-1.pb.gz")  # type: ignore[arg-type]
+    sampler.start()
+    assert sampler.wait() == tmp_path / "p" / "raw-1.pb.gz"
+    assert (tmp_path / "p" / "raw-1.pb.gz").read_bytes() == b"pprof"
+    assert kube.asked == [("GET", "/debug/pprof/profile", [("seconds", "40")])]
+
+    refused = ApiserverProfile(ProfilingKube(Answer(403, b"forbidden")), 5, tmp_path / "x")  # type: ignore[arg-type]
+    refused.start()
+    assert refused.wait() is None and refused.error is not None and "403" in refused.error
+    down = ApiserverProfile(ProfilingKube(OSError("refused")), 5, tmp_path / "y")  # type: ignore[arg-type]
+    down.start()
+    assert down.wait() is None and down.error == "OSError: refused"
