@@ -126,10 +126,11 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
     def resync(body: dict[str, Any]) -> None:
         started = time.monotonic()
         # The listed copy is up to a period old: a spec edited since would be rendered back into
-        # the children. Pass it under the service's lock on the newest copy the watch and the
-        # status writes left, as the status passes do (handlers/cached_parent.py).
+        # the children. Pass it under the service's lock on the newest copy, the listed one or
+        # what the watch and the status writes left since, as the status passes do
+        # (handlers/cached_parent.py).
         meta = body["metadata"]
-        reconcile_by_name(meta["namespace"], meta["name"], deps=deps, logger=log)
+        reconcile_by_name(meta["namespace"], meta["name"], deps=deps, logger=log, listed=body)
         RECONCILE_SECONDS.labels("resync").observe(time.monotonic() - started)
 
     def tune_one(key: tuple[str, str], body: dict[str, Any]) -> None:

@@ -114,3 +114,18 @@ def test_a_copy_of_a_service_being_deleted_is_not_passed() -> None:
     reconcile_by_name(NAMESPACE, NAME, deps=deps, logger=LOG, seen=deployment_event())
 
     assert kube.writes == writes and kube.gets[c.KIND] == 0
+
+
+def test_a_listed_copy_newer_than_the_kept_one_brings_an_edit_the_watch_missed() -> None:
+    # the watch stalled (or kopf paused it on a standby): the resync's LIST has the edit
+    kube = CountingKube()
+    deps = deps_for(kube, NOW)
+    serve(kube, example("minimal.yaml"), deps)
+    kube.put(example("minimal.yaml", replicas=3))
+    reconcile_by_name(NAMESPACE, NAME, deps=deps, logger=LOG)  # on the kept copy: no edit
+    assert deployment(kube)["spec"]["replicas"] == 1
+
+    reconcile_by_name(NAMESPACE, NAME, deps=deps, logger=LOG, listed=service(kube))
+
+    assert deployment(kube)["spec"]["replicas"] == 3
+    assert service(kube)["status"]["observedGeneration"] == 2

@@ -15,7 +15,8 @@ on an old copy:
 
 Any other write (a child that drifted, a prune, the canary) would render an old spec or old tuner
 overrides into the children, so it is refused before it is sent (`ChildWriteOnCopyError`) and
-the pass starts again from a GET, as it did before.
+the pass starts again from a GET, as it did before. What a copy misses the watch brings (a spec
+edit's event starts a spec pass on its own body), or, if the watch stalls, the resync's LIST.
 """
 
 from __future__ import annotations

@@ -259,13 +259,18 @@ def reconcile_by_name(
     logger: logging.Logger | Any,
     body: dict[str, Any] | None = None,
     seen: Seen = NOTHING_SEEN,
+    listed: dict[str, Any] | None = None,
 ) -> None:
     """Reconcile the VLLMService that owns a child that changed (it may be gone already).
 
     Without `body`, the pass runs on the newest copy the process has of the service, if any,
     and reads it from the API server only when that pass would write a child
-    (handlers/cached_parent.py).
+    (handlers/cached_parent.py). `listed`: a copy the caller read (the resync's LIST), which
+    replaces the one kept if it is newer: a watch that stalls, or a standby's that kopf paused
+    until it took over, then leaves copies at most one resync period old.
     """
+    if listed is not None:
+        deps.services.note(listed)
     with one_pass_at_a_time(namespace, name):  # read the parent after the pass before wrote it
         if body is None:
             copy = deps.services.copy_of(namespace, name)
