@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -11,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator import constants as c
-from vllm_operator.k8s.client import KubeClient, WatchExpiredError
+from vllm_operator.handlers.passes import retry_delay
+from vllm_operator.k8s.client import KubeClient
+from vllm_operator.k8s.listwatch import list_and_watch
 
+LOG = logging.getLogger("bench.scale_probes")
 WATCHED = (("apps/v1", "Deployment"), ("v1", "Service"), (c.API_VERSION, c.KIND))
 
 
@@ -106,27 +110,18 @@ class Watcher:
             t.start()
 
     def _watch(self, api_version: str, kind: str) -> None:
-        """A LIST, then one watch resumed from the last version seen (bookmarks included).
+        """One LIST, then a watch resumed from the last version seen (k8s/listwatch.py).
 
-        A watch opened without a version starts with every object of the namespace again: the
-        earlier probe reopened one every 5 s, and those re-sends of 300-1,000 objects (3 KB for
-        a VLLMService) went to the API server's bill of whichever arm ran longer.
+        The earlier probe reopened its watch every 5 s without a version, and each reopening
+        re-sent every object of the namespace (300-1,000 of them, 3 KB for a VLLMService), to
+        the API server's bill of whichever arm ran longer.
         """
-        version: str | None = None
-        while not self.stop.is_set():
-            try:
-                if version is None:
-                    items, version = self.kube.list_at(api_version, kind, self.ns, "")
-                    self._saw(kind, items)
-                for event in self.kube.watch(api_version, kind, self.ns, "", version, 60):
-                    obj = event["object"]
-                    version = str(obj.get("metadata", {}).get("resourceVersion") or version)
-                    if event["type"] != "BOOKMARK":
-                        self._saw(kind, [obj])
-                    if self.stop.is_set():
-                        break
-            except WatchExpiredError:
-                version = None
+        list_and_watch(
+            self.kube, api_version, kind, self.ns, "",
+            listed=lambda objs: self._saw(kind, objs),
+            changed=lambda _type, obj: self._saw(kind, [obj]),
+            stop=self.stop, watch_seconds=60, backoff=retry_delay, log=LOG,
+        )  # fmt: skip
 
     def _saw(self, kind: str, objs: list[dict[str, Any]]) -> None:
         now = time.monotonic()

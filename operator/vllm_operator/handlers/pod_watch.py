@@ -18,7 +18,8 @@ from typing import Any
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.passes import retry_delay
-from vllm_operator.k8s.client import KubeClient, WatchExpiredError
+from vllm_operator.k8s.client import KubeClient
+from vllm_operator.k8s.listwatch import list_and_watch
 from vllm_operator.status.pods import PodTable, ServiceKey
 
 log = logging.getLogger("vllm_operator.pod_watch")
@@ -59,45 +60,22 @@ class PodWatch:
         return thread
 
     def run(self) -> None:
-        version: str | None = None  # None: list (again) before watching
-        failures = 0
-        while not self.stop.is_set():
-            try:
-                if version is None:
-                    version = self._relist()
-                version = self._follow(version)
-                failures = 0
-            except WatchExpiredError:
-                log.info("pod watch of %s expired; listing again", self.namespace or "all")
-                version = None
-            except Exception as exc:  # the API unreachable, a 403: try again, later and later
-                failures += 1
-                delay = retry_delay(failures)
-                log.warning("pod watch failed (%s); again in %.0fs", exc, delay)
-                self.stop.wait(delay)
+        list_and_watch(
+            self.kube, "v1", "Pod", self.namespace, SELECTOR,
+            listed=self._listed, changed=self._changed, stop=self.stop,
+            watch_seconds=WATCH_SECONDS, backoff=retry_delay, log=log,
+        )  # fmt: skip
 
-    def _relist(self) -> str:
-        pods, version = self.kube.list_at("v1", "Pod", self.namespace, SELECTOR)
+    def _listed(self, pods: list[dict[str, Any]]) -> None:
         with self.lock:
             news = self.table.replace(pods, self.namespace)
             self.synced = True
         self._tell(news)
-        return version
 
-    def _follow(self, version: str) -> str:
-        """Apply the events of one watch; the version to resume from when it ends."""
-        events = self.kube.watch("v1", "Pod", self.namespace, SELECTOR, version, WATCH_SECONDS)
-        for event in events:
-            obj = event["object"]
-            version = str(obj.get("metadata", {}).get("resourceVersion") or version)
-            if event["type"] == "BOOKMARK":
-                continue
-            with self.lock:
-                news = self.table.apply(event["type"], obj)
-            self._tell(news)
-            if self.stop.is_set():
-                break
-        return version
+    def _changed(self, type_: str, pod: dict[str, Any]) -> None:
+        with self.lock:
+            news = self.table.apply(type_, pod)
+        self._tell(news)
 
     def _tell(self, keys: list[ServiceKey]) -> None:
         for key in keys:
