@@ -188,7 +188,8 @@ def run_arm(
     pprof: tuple[int, Path] | None = None,
 ) -> dict[str, Any]:
     """One arm's run; `env`: more environment for the operator (another tree's PYTHONPATH)."""
-    ns = f"bench-{arm}-{k}-{int(time.time())}"
+    since = time.time()  # for the audit log's backups (scale_probes.audit_writes)
+    ns = f"bench-{arm}-{k}-{int(since)}"
     tag = f"{arm} #{k + 1}"
     create_namespace(kube, ns)
     bodies = workload(n, ns)
@@ -225,7 +226,7 @@ def run_arm(
     ]
     children = [t for (kd, _), t in list(w.created.items()) if kd in ("Deployment", "Service")]
     time.sleep(1)  # the audit backend writes in batches
-    by_agent = audit_writes(audit_log, ns)
+    by_agent = audit_writes(audit_log, ns, since)
     result = {
         "arm": arm,
         "namespace": ns,
@@ -273,7 +274,8 @@ def delete_namespace(kube: KubeClient, ns: str, timeout: float = 120) -> None:
 
 def idle_check(n: int, kube: KubeClient, audit_log: Path, seconds: float) -> dict[str, Any]:
     """Restart an operator over n Ready services: its resume and resync passes must write 0."""
-    ns = f"bench-idle-{int(time.time())}"
+    since = time.time()
+    ns = f"bench-idle-{int(since)}"
     create_namespace(kube, ns)
     op = start_operator(ns, f"{n}_idle_first", {})
     w = Watcher(kube, ns)
@@ -283,14 +285,14 @@ def idle_check(n: int, kube: KubeClient, audit_log: Path, seconds: float) -> dic
     w.stop.set()
     stop_operator(op)
     time.sleep(2)
-    before = sum(audit_writes(audit_log, ns).values())
+    before = sum(audit_writes(audit_log, ns, since).values())
     resync = max(5.0, seconds / 2)
     op = start_operator(ns, f"{n}_idle", {"VLLM_OPERATOR_RESYNC_SECONDS": str(resync)})
     log(f"idle: operator restarted over {n} Ready services; {seconds:.0f}s window")
     time.sleep(seconds)
     stop_operator(op)
     time.sleep(1)
-    after = audit_writes(audit_log, ns)
+    after = audit_writes(audit_log, ns, since)
     delete_namespace(kube, ns)
     return {"seconds": seconds, "resync": resync, "writes": sum(after.values()) - before}
 

@@ -76,21 +76,31 @@ def read_counts(kube: KubeClient) -> dict[str, float]:
     return parse_counts(resp.read().decode())
 
 
-def audit_writes(audit_log: Path, namespace: str) -> dict[str, int]:
-    """Writes to objects in `namespace`, by user agent, verb and resource (the audit log)."""
+def audit_writes(audit_log: Path, namespace: str, since: float = 0.0) -> dict[str, int]:
+    """Writes to objects in `namespace`, by user agent, verb and resource (the audit log).
+
+    The API server rotates its audit log at 100 MB (`audit-<time>.log` beside it), which a
+    1,000-service arm crosses: the backups written to since `since` (a wall-clock time before
+    the namespace was created) are read too.
+    """
+    backups = audit_log.parent.glob(f"{audit_log.stem}-*{audit_log.suffix}")
+    files = [*sorted(b for b in backups if b.stat().st_mtime >= since), audit_log]
     counts: dict[str, int] = {}
-    with audit_log.open() as f:
-        for line in f:
-            if f'"namespace":"{namespace}"' not in line:
-                continue
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if ref.get("namespace") != namespace or event.get("stage") != "ResponseComplete":
-                continue
-            agent = event.get("userAgent", "?").split(" ")[0].split("/")[0]
-            key = f"{agent} {event['verb']} {ref.get('resource')}/{ref.get('subresource', '')}"
-            counts[key] = counts.get(key, 0) + 1
+    for path in files:
+        with path.open() as f:
+            for line in f:
+                if f'"namespace":"{namespace}"' in line:
+                    _count_write(counts, json.loads(line), namespace)
     return counts
+
+
+def _count_write(counts: dict[str, int], event: dict[str, Any], namespace: str) -> None:
+    ref = event.get("objectRef") or {}
+    if ref.get("namespace") != namespace or event.get("stage") != "ResponseComplete":
+        return
+    agent = event.get("userAgent", "?").split(" ")[0].split("/")[0]
+    key = f"{agent} {event['verb']} {ref.get('resource')}/{ref.get('subresource', '')}"
+    counts[key] = counts.get(key, 0) + 1
 
 
 class Watcher:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from bench.scale_probes import ApiserverProfile, Watcher
+from bench.scale_probes import ApiserverProfile, Watcher, audit_writes
 
 from vllm_operator.k8s.client import WatchExpiredError
 
@@ -95,3 +97,24 @@ def test_a_profile_is_written_where_asked_and_a_refusal_is_reported(tmp_path: An
     down = ApiserverProfile(ProfilingKube(OSError("refused")), 5, tmp_path / "y")  # type: ignore[arg-type]
     down.start()
     assert down.wait() is None and down.error == "OSError: refused"
+
+
+def _audit_line(namespace: str, verb: str, agent: str = "vllm-operator/0.1") -> str:
+    ref = {"namespace": namespace, "resource": "vllmservices", "subresource": "status"}
+    event = {"stage": "ResponseComplete", "verb": verb, "userAgent": agent, "objectRef": ref}
+    return json.dumps(event, separators=(",", ":")) + "\n"
+
+
+def test_audit_writes_count_the_backups_the_log_rotated_to_during_the_run(tmp_path: Any) -> None:
+    old = tmp_path / "audit-2026-12-05T01-00-00.000.log"
+    old.write_text(_audit_line("bench-a", "patch") * 5)
+    os.utime(old, (1000.0, 1000.0))  # rotated before the run began: not read
+    rotated = tmp_path / "audit-2026-12-05T02-35-04.157.log"
+    rotated.write_text(_audit_line("bench-a", "patch") * 2 + _audit_line("other", "patch"))
+    os.utime(rotated, (3000.0, 3000.0))
+    (tmp_path / "audit.log").write_text(_audit_line("bench-a", "create"))
+    counts = audit_writes(tmp_path / "audit.log", "bench-a", since=2000.0)
+    assert counts == {
+        "vllm-operator patch vllmservices/status": 2,
+        "vllm-operator create vllmservices/status": 1,
+    }
