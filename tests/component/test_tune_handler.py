@@ -6,6 +6,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+import requests
+
 from tests.component.handlers import (
     LOG,
     condition,
@@ -16,9 +18,10 @@ from tests.component.handlers import (
     service,
 )
 from tests.support.fake_kube import FakeKube
-from tests.unit.metrics.fake import Recording, load
+from tests.unit.metrics.fake import FakePrometheus, Recording, load
 from vllm_operator import constants as c
 from vllm_operator.handlers.tune import tune
+from vllm_operator.metrics.past_period import past_span
 from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.reasons import Reason
 
@@ -174,3 +177,30 @@ def test_the_pods_ready_time_is_learned_from_their_conditions_into_status() -> N
     assert tuning["readyTime"]["seconds"] == 200.0  # the longer of 200 s and 120 s
     assert tuning["forecast"]["horizonSeconds"] == 200.0
     assert tuning["forecast"]["readyTimeSource"] == "learned"
+
+
+def fake_prometheus(deps: Any) -> FakePrometheus:
+    assert isinstance(deps.prometheus, FakePrometheus)
+    return deps.prometheus
+
+
+def test_a_pass_looks_one_period_back_with_one_range_query() -> None:
+    _, deps, body = served(IDLE)
+    assert tune(body, deps=deps, logger=LOG) is not None
+    [(query, start, end, step)] = fake_prometheus(deps).range_calls
+    assert "vllm:request_success_total" in query and step == "60s"
+    assert (start, end) == past_span(IDLE.now, 86400.0)  # the default period: a day
+
+
+def test_a_period_of_0s_asks_nothing_and_a_failed_look_back_costs_only_the_shape() -> None:
+    _, deps, body = served(IDLE, autoscaling={"enabled": True, "maxReplicas": 4,
+                                              "forecastPeriod": "0s"})  # fmt: skip
+    assert tune(body, deps=deps, logger=LOG) is not None
+    assert fake_prometheus(deps).range_calls == []
+    _, deps, body = served(IDLE)
+    plain = tune(body, deps=deps, logger=LOG)
+    _, deps, body = served(IDLE)
+    fake_prometheus(deps).past_raises = requests.ConnectionError("[Errno 111] Connection refused")
+    failing = tune(body, deps=deps, logger=LOG)
+    assert plain is not None and failing is not None
+    assert (failing.reason, failing.action) == (plain.reason, plain.action)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from vllm_operator.api import flags
 from vllm_operator.api.budgets import BUDGET_KEYS
+from vllm_operator.api.durations import parse_duration
 from vllm_operator.constants import TMP_PATH, VLLM_CACHE_ROOT, VLLM_HOME
 from vllm_operator.vllm import flags as vf
 
@@ -53,6 +54,16 @@ def _re2_search(pattern: str, text: str) -> bool:
     # CEL's matches() is RE2 partial matching, where `$` is only the end of text; Python's `$`
     # also matches before a final newline, so swap it for \Z to agree on every input.
     return re.search(pattern.removesuffix("$") + r"\Z", text) is not None
+
+
+MIN_FORECAST_PERIOD: Final = "15m"  # metrics/past_period.py PAST_AFTER: no sample from the future
+
+
+def _forecast_period_ok(a: Any) -> bool:
+    if a.forecast_period is None:
+        return True
+    seconds = parse_duration(a.forecast_period)
+    return seconds == 0 or seconds >= parse_duration(MIN_FORECAST_PERIOD)
 
 
 def _le(low: int | None, high: int | None) -> bool:
@@ -281,6 +292,19 @@ RULES: Final[tuple[Rule, ...]] = (
         message="spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas",
         check=lambda a: _le(a.min_replicas, a.max_replicas),
         field_path=".minReplicas",
+    ),
+    Rule(
+        path=("spec", "autoscaling"),
+        cel=(
+            "!has(self.forecastPeriod) || duration(self.forecastPeriod) == duration('0s')"
+            f" || duration(self.forecastPeriod) >= duration('{MIN_FORECAST_PERIOD}')"
+        ),
+        message=(
+            f"spec.autoscaling.forecastPeriod must be 0s (off) or at least {MIN_FORECAST_PERIOD}:"
+            " the forecast reads up to 15 minutes past one period ago"
+        ),
+        check=_forecast_period_ok,
+        field_path=".forecastPeriod",
     ),
     *(_bounds_rule(key) for key in BUDGET_KEYS),
     _argv_name_rule("model", "vllm serve's first argument", optional=False),

@@ -201,6 +201,9 @@ class SLOSpec(SpecModel):
         return None if self.itl_p95 is None else parse_duration(self.itl_p95)
 
 
+DEFAULT_FORECAST_PERIOD = 86400.0  # a day: the shape most serving traffic repeats
+
+
 class AutoscalingSpec(SpecModel):
     enabled: bool = Field(
         default=False,
@@ -218,6 +221,22 @@ class AutoscalingSpec(SpecModel):
         le=INT32_MAX,
         description="Most replicas when autoscaling; required when enabled.",
     )
+    forecast_period: Duration | None = Field(
+        default=None,
+        description=(
+            "The period the traffic repeats with: the forecast reads the arrivals one period "
+            "ago from Prometheus and, when the last minutes followed that shape, scales ahead "
+            "of what came next then. Omitted: 24h (the daily shape); 0s turns it off."
+        ),
+    )
+
+    @property
+    def forecast_period_seconds(self) -> float | None:
+        """Seconds of the traffic's period; None when turned off (0s)."""
+        if self.forecast_period is None:
+            return DEFAULT_FORECAST_PERIOD
+        seconds = parse_duration(self.forecast_period)
+        return seconds if seconds > 0 else None
 
 
 class AutotuneSpec(SpecModel):

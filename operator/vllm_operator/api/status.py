@@ -196,6 +196,15 @@ class ForecastStatus(StatusModel):
     ready_time_source: Literal["learned", "default"] = Field(
         description="learned from the service's pods, or the default before any was Ready."
     )
+    past_period_rate: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Requests/s the last traffic period (spec.autoscaling.forecastPeriod) peaked at over "
+            "the horizon, at today's level; set only when the last minutes followed that shape, "
+            "and then the forecast."
+        ),
+    )
 
 
 class TuningStatus(StatusModel):

@@ -9,6 +9,7 @@ tuning/plan.py; this module only reads the world and carries the plan out.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,12 @@ from vllm_operator.handlers.status_write import (
     apply_status,
     tuner_read_holds,
 )
-from vllm_operator.metrics.prometheus import QueryFailure, build_prometheus, query_snapshot
+from vllm_operator.metrics.prometheus import (
+    QueryFailure,
+    build_prometheus,
+    query_past_period,
+    query_snapshot,
+)
 from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
 from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.canary import divert_to_canary
@@ -96,17 +102,27 @@ def fetch_snapshot(
     def count_error(failure: QueryFailure) -> None:
         PROMETHEUS_ERRORS.labels(failure.kind).inc()
 
-    return query_snapshot(
-        deps.prometheus or build_prometheus(deps.cfg),
+    prom = deps.prometheus or build_prometheus(deps.cfg)
+    window = parse_duration(deps.cfg.metrics_window)
+    snapshot = query_snapshot(
+        prom,
         namespace,
         name,
-        window=parse_duration(deps.cfg.metrics_window),
+        window=window,
         now=now,
         expected_pods=fleet.desired if fleet else 0,
         fleet=fleet,
         stale_after=settings.staleness_limit.total_seconds(),
         on_error=count_error,
     )
+    scaling = svc.spec.autoscaling
+    period = None if scaling is None or not scaling.enabled else scaling.forecast_period_seconds
+    if period is None or snapshot.quality == "error":  # Prometheus failing: no second query
+        return snapshot
+    past = query_past_period(
+        prom, namespace, name, window=window, now=now, period=period, on_error=count_error
+    )
+    return snapshot if past is None else replace(snapshot, past_period=past)
 
 
 def execute_plan(

@@ -14,10 +14,23 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from vllm_operator.config import OperatorConfig
-from vllm_operator.metrics.queries import SINGLE_SERIES, Figure, PodGroup, build_snapshot_queries
+from vllm_operator.metrics.past_period import (
+    PAST_STEP,
+    build_request_rate,
+    parse_past_period,
+    past_span,
+)
+from vllm_operator.metrics.queries import (
+    SINGLE_SERIES,
+    Figure,
+    PodGroup,
+    build_range,
+    build_selector,
+    build_snapshot_queries,
+)
 from vllm_operator.metrics.snapshot import build_snapshot
 from vllm_operator.metrics.vectors import ResponseShapeError, Sample, parse_vector
-from vllm_operator.tuning.model import FleetView, MetricsSnapshot
+from vllm_operator.tuning.model import FleetView, MetricsSnapshot, PastPeriod
 
 if TYPE_CHECKING:
     from prometheus_api_client import PrometheusConnect
@@ -31,15 +44,22 @@ class PrometheusClientLike(Protocol):
 
     def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any: ...
 
+    def custom_query_range(
+        self, query: str, start_time: datetime, end_time: datetime, step: str
+    ) -> Any: ...
+
 
 @dataclass(frozen=True)
 class QueryFailure:
     """One failed query, for the operator's own error counter (label: kind)."""
 
-    figure: Figure
+    figure: Figure | PastFigure
     query: str
     kind: FailureKind
     message: str
+
+
+PastFigure = Literal["past_period"]
 
 
 def build_prometheus(cfg: OperatorConfig) -> PrometheusConnect:
@@ -106,6 +126,32 @@ def query_snapshot(
         fleet=fleet,
         stale_after=stale_after,
     )
+
+
+def query_past_period(
+    prom: PrometheusClientLike,
+    ns: str,
+    name: str,
+    *,
+    window: float,
+    now: datetime,
+    period: float,
+    on_error: Callable[[QueryFailure], None] | None = None,
+) -> PastPeriod | None:
+    """The request rate around now - period (metrics/past_period.py), as Prometheus kept it;
+    None when the query fails (`on_error` hears why): the forecast then goes on with the trend
+    alone, and the rest of the pass is not held for a look back."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware: Prometheus evaluates at a Unix time")
+    start, end = past_span(now, period)
+    query = build_request_rate(build_selector(ns, name), build_range(window))
+    try:
+        answer = prom.custom_query_range(query, start, end, build_range(PAST_STEP))
+        return parse_past_period(answer, period, now)
+    except Exception as exc:  # a failed look back costs the shape, never the pass
+        if on_error is not None:
+            on_error(QueryFailure("past_period", query, _kind(exc), _detail(exc)))
+        return None
 
 
 def _check_cardinality(figure: Figure, samples: list[Sample]) -> list[Sample]:

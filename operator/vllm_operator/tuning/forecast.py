@@ -14,17 +14,25 @@ expected one ready time ahead:
   window mean, which lags a ramp by half the window, so the forecast looks `horizon + window/2`
   past it. Only a rising trend is extrapolated, and a forecast is at most
   `forecast_max_growth` x the present rate;
+- the daily shape: when the snapshot carries the arrival rate one traffic period ago
+  (`spec.autoscaling.forecastPeriod`, 24 h unless set; Prometheus keeps it) and the recent passes
+  followed that period's shape (moved to today's level, within SHAPE_TOLERANCE of their mean),
+  the forecast is at least that period's peak over the horizon, moved to today's level. It is
+  measured, not extrapolated, so `forecast_max_growth` does not cap it: a ramp that came at this
+  hour yesterday is met before today's trend shows it;
 - a scale-down must fit the peak of the passes within `under_window` (the long window: "under"
-  must hold for long) and the forecast.
+  must hold for long) and the forecast; with a trusted shape, the shape stands for that peak: it
+  says whether the load comes back within a pod ready time.
 
 The arrival samples live in status.tuning.window, so a restarted operator keeps its trend.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from vllm_operator.api.status import MAX_WINDOW_SAMPLES
@@ -34,6 +42,7 @@ from vllm_operator.tuning.model import (
     FleetView,
     Forecast,
     MetricsSnapshot,
+    PastPeriod,
     RateSample,
     ReadyTime,
     TuningState,
@@ -115,14 +124,72 @@ def forecast(i: Inputs) -> Forecast | None:
     ahead = rate + max(0.0, slope) * (horizon + i.snapshot.window_seconds / 2)
     cap = i.settings.forecast_max_growth * max(rate, i.settings.min_request_rate)
     ahead = min(ahead, cap, RATE_MAX)
-    return Forecast(ahead, rate, slope, horizon, source, len(recent))
+    shaped = past_period_rate(i, horizon)
+    if shaped is not None:  # what came next last period beats a line through the last minutes
+        ahead = shaped
+    return Forecast(ahead, rate, slope, horizon, source, len(recent), shaped)
+
+
+SHAPE_TOLERANCE = 0.25  # mean |recent - last period at today's level| / mean recent rate
+SHAPE_MIN_PASSES = 5  # recent passes the shape is checked against: fewer cannot tell
+
+
+def rate_at(past: PastPeriod, at: datetime) -> float | None:
+    """The past rate at `at`, interpolated between its samples; None outside them."""
+    rates = past.rates
+    if not rates or not rates[0].at <= at <= rates[-1].at:
+        return None
+    for a, b in itertools.pairwise(rates):
+        if a.at <= at <= b.at:
+            span = (b.at - a.at).total_seconds()
+            share = (at - a.at).total_seconds() / span
+            return a.rate + (b.rate - a.rate) * share
+    return rates[-1].rate  # a single sample, at exactly `at`
+
+
+def past_period_rate(i: Inputs, horizon: float) -> float | None:
+    """The last period's peak over the next `horizon` seconds, at today's level; None when the
+    snapshot has no past period or the recent passes did not follow its shape.
+
+    Call on observed inputs (observe): the recent passes are the state's arrivals. The level is
+    the recent passes' mean difference from the same times one period ago (additive: a quiet
+    night stays quiet when today runs busier). Both rates are window means: one reaches a step's
+    new level a whole window after the step, so the peak is looked for up to `horizon + window`
+    past now - period, and a burst that starts one ready time ahead is seen in full.
+    """
+    past = i.snapshot.past_period
+    if past is None or i.snapshot.request_rate is None:
+        return None
+    back = timedelta(seconds=past.period)
+    pairs = [
+        (s.rate, then) for s in i.state.arrivals if (then := rate_at(past, s.at - back)) is not None
+    ]
+    if len(pairs) < SHAPE_MIN_PASSES:
+        return None
+    offset = sum(now - then for now, then in pairs) / len(pairs)
+    miss = sum(abs(now - then - offset) for now, then in pairs) / len(pairs)
+    level = max(sum(now for now, _ in pairs) / len(pairs), i.settings.min_request_rate)
+    if miss > SHAPE_TOLERANCE * level:
+        return None
+    start = i.now - back
+    end = start + timedelta(seconds=horizon + i.snapshot.window_seconds)
+    ahead = [s.rate for s in past.rates if start <= s.at <= end]
+    if not ahead:
+        return None
+    return min(max(0.0, max(ahead) + offset), RATE_MAX)
 
 
 def under_rate(i: Inputs, ahead: Forecast | None) -> float | None:
-    """The arrivals a scale-down must fit: the long window's peak, the present and the forecast."""
+    """The arrivals a scale-down must fit: the long window's peak, the present and the forecast.
+
+    With a trusted shape (a forecast that has past_period_rate) the shape replaces the long
+    window's peak: it knows whether the load returns within a ready time, the peak only guesses.
+    """
     rate = i.snapshot.request_rate
     if rate is None:
         return None
+    if ahead is not None and ahead.past_period_rate is not None:
+        return max(rate, ahead.rate)
     window = i.settings.under_window
     peak = max((s.rate for s in i.state.arrivals if i.now - s.at <= window), default=rate)
     return max(rate, peak, ahead.rate if ahead is not None else rate)
@@ -156,8 +223,12 @@ def pods_coming(i: Inputs) -> int:
 
 
 def forecast_phrase(f: Forecast) -> str:
-    trend = f"trend {f.slope * 60:+.3g}/s per min over {f.samples} passes"
+    basis = (
+        f"trend {f.slope * 60:+.3g}/s per min over {f.samples} passes"
+        if f.past_period_rate is None
+        else "the peak one period ago at today's level"
+    )
     return (
         f"arrivals {f.now_rate:.2f}/s now, {f.rate:.2f}/s forecast in {f.horizon:.0f}s "
-        f"({trend}, ready time {f.horizon:.0f}s {f.ready_time_source})"
+        f"({basis}, ready time {f.horizon:.0f}s {f.ready_time_source})"
     )

@@ -7,6 +7,7 @@ the rules must handle, never a zero.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -138,6 +139,9 @@ class MetricsSnapshot:
     # summed over pods (docs/metrics.md); None when not measured (no finished request, no series).
     prompt_lengths: Empirical | None = None
     output_lengths: Empirical | None = None
+    # The same arrival rate one traffic period back (the daily shape, tuning/forecast.py);
+    # None when not asked for or not answered.
+    past_period: PastPeriod | None = None
 
     def __post_init__(self) -> None:
         _refuse_implausible(self, "MetricsSnapshot")
@@ -244,6 +248,28 @@ class RateSample:
 
 
 @dataclass(frozen=True)
+class PastPeriod:
+    """The snapshot's arrival rate as it was one traffic period ago, around now - period.
+
+    Prometheus keeps what the pods served yesterday (or one declared period ago): the rate query
+    of the snapshot, evaluated at steps around that time, is the shape the load took then.
+    """
+
+    period: float  # seconds, > 0
+    rates: tuple[RateSample, ...]  # oldest first, at the (past) times they describe
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.period) and self.period > 0):
+            raise ImplausibleFigureError(f"PastPeriod.period must be > 0 s, got {self.period}")
+        for s in self.rates:
+            problem = check_figure("request_rate", s.rate)
+            if problem is not None:
+                raise ImplausibleFigureError(f"PastPeriod.{problem} (at {s.at.isoformat()})")
+        if any(b.at <= a.at for a, b in itertools.pairwise(self.rates)):
+            raise ImplausibleFigureError("PastPeriod.rates must be in increasing time order")
+
+
+@dataclass(frozen=True)
 class Forecast:
     """Arrivals expected one pod ready time ahead (tuning/forecast.py); shown in status."""
 
@@ -253,6 +279,9 @@ class Forecast:
     horizon: float  # seconds ahead: the pod ready time
     ready_time_source: Literal["learned", "default"]
     samples: int  # passes the trend was fitted on
+    # the peak over the horizon one period ago, moved to today's level, when the recent passes
+    # followed that period's shape (forecast.py); None: the trend alone
+    past_period_rate: float | None = None
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,7 @@ def _forecast_status(f: Forecast) -> ForecastStatus:
         trend_per_minute=f.slope * 60,
         horizon_seconds=f.horizon,
         ready_time_source=f.ready_time_source,
+        past_period_rate=f.past_period_rate,
     )
 
 

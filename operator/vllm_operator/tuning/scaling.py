@@ -130,8 +130,13 @@ def near_capacity(i: Inputs) -> bool:
     """Arrivals per pod at headroom x the learned capacity, and latency or 503s no longer quiet.
 
     The second half keeps a capacity learned on a heavier mix from adding pods the figures do
-    not ask for (raised_capacity then corrects it).
+    not ask for (raised_capacity then corrects it). A forecast from the last period's shape
+    knows whether the load goes on rising, which this rule only guesses: rule 8 then decides
+    alone (at a burst's plateau this rule would add a pod that is ready when the burst ends).
     """
+    ahead = forecast(i)
+    if ahead is not None and ahead.past_period_rate is not None:
+        return False
     known, per_pod = trusted_capacity(i), rate_per_pod(i)
     if known is None or per_pod is None or per_pod < i.settings.headroom * known.per_pod:
         return False

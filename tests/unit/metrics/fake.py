@@ -70,6 +70,19 @@ class FakePrometheus:
     raises: dict[Figure, Exception] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
 
+    # metrics/past_period.py's range query: its `data.result` (no series: no history kept)
+    past: Any = field(default_factory=list)
+    past_raises: Exception | None = None
+    range_calls: list[tuple[str, datetime, datetime, str]] = field(default_factory=list)
+
+    def custom_query_range(
+        self, query: str, start_time: datetime, end_time: datetime, step: str
+    ) -> Any:
+        self.range_calls.append((query, start_time, end_time, step))
+        if self.past_raises is not None:
+            raise self.past_raises
+        return self.past
+
     def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
         self.calls.append((query, params))
         by_query = {q: f for f, q in self.recording.queries().items()}
