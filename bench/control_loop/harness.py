@@ -13,6 +13,7 @@ model loads) until it has drained, clipped to the arrivals' span.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -234,7 +235,7 @@ def run_policy(
     # the same delays, in the same order, for every policy of a scenario
     rng = random.Random(f"delays:{scenario.name}:{scenario.seed}")
     controls = Controls(fleet, rng, scenario.profile.max_replicas, scenario.profile.gpus)
-    ctx = Context(scenario, fleet, ScrapeStore(), controls)
+    ctx = Context(scenario, fleet, ScrapeStore(retention=math.inf), controls)  # a period back
 
     def on_tick(now: float, _fleet: Fleet) -> None:
         if now % SCRAPE_INTERVAL == 0:

@@ -267,7 +267,7 @@ class Ours:
     actions: list[str] = field(default_factory=list)
 
     def start(self, scenario: Scenario) -> tuple[int, EngineConfig]:
-        self.spec = scenario.profile.spec(self.initial, self.autotune)
+        self.spec = scenario.profile.spec(self.initial, self.autotune, period=scenario.period)
         meta = {"name": scenario.name.replace("/", "-"), "namespace": "bench", "generation": 1}
         self.service = VLLMService(metadata=meta, spec=self.spec)
         # as if it had just scaled to the initial count, like the HPA's seeded history
@@ -280,9 +280,11 @@ class Ours:
         if now % self.period or now < self.window:
             return
         stale_after = self.settings.staleness_limit.total_seconds()
+        scaling = self.spec.autoscaling
         snapshot = observe_snapshot(
-            ctx.store, ctx.fleet, now, window=self.window, epoch=EPOCH, stale_after=stale_after
-        )
+            ctx.store, ctx.fleet, now, window=self.window, epoch=EPOCH, stale_after=stale_after,
+            period=None if scaling is None else scaling.forecast_period_seconds,
+        )  # fmt: skip
         if snapshot.fleet is not None:  # what the operator reads from the pods' conditions
             pending = ctx.controls.unscheduled  # asked for, on the current template, Pending
             fleet = replace(

@@ -54,8 +54,11 @@ class Profile:
             f"maxBatchedTokens {self.max_batched_tokens}{cap}"
         )
 
-    def spec(self, replicas: int, autotune: str, *, budgets: bool = True) -> VLLMServiceSpec:
-        """The VLLMService spec; without `budgets`, vLLM's defaults (the static policies)."""
+    def spec(
+        self, replicas: int, autotune: str, *, budgets: bool = True, period: float | None = None
+    ) -> VLLMServiceSpec:
+        """The VLLMService spec; without `budgets`, vLLM's defaults (the static policies);
+        `period`: the traffic's period it declares (spec.autoscaling.forecastPeriod)."""
         data: dict[str, Any] = {
             "model": self.hf_model,
             "replicas": replicas,
@@ -70,6 +73,7 @@ class Profile:
                 "enabled": True,
                 "minReplicas": MIN_REPLICAS,
                 "maxReplicas": self.max_replicas,
+                **({} if period is None else {"forecastPeriod": f"{period:g}s"}),
             },
             "autotune": {"mode": autotune},
         }
@@ -131,6 +135,7 @@ SEEDS = 5  # runs per scenario; the report gives means with 95% intervals
 SEED_STEP = 300.0  # trace workloads: each seed starts the trace 5 minutes further on
 NODE_LOSS_AT = 1800.0  # the node-loss scenario loses half the pods' nodes at minute 30
 DAYS = 2  # the multi-day workload: this many days squeezed into the run
+BURST_PERIOD = 900.0  # the bursty workload: on for the first third of every 15 minutes
 STEP_AT, STEP_RISE, STEP_FACTOR = 1200.0, 60.0, 3.0  # x3 in one minute at minute 20
 
 
@@ -145,6 +150,9 @@ class Scenario:
     seed: int = 7
     node_loss_at: float | None = None  # half the pods' nodes are lost at this time
     lever: bool = False  # issue 15: the budget lever must matter here (its target row applies)
+    # the period the service's traffic repeats with, as its owner declares it in
+    # spec.autoscaling.forecastPeriod (None: omitted, the default day, longer than any run)
+    period: float | None = None
 
     @property
     def name(self) -> str:
@@ -217,9 +225,10 @@ class Scenario:
             return shifted_prompts(self.rate, self.start, self.duration)
         if self.workload == "bursty":
             # on at the start of each 15 minutes: a burst for 5 minutes, five times the base rate
-            return bursty(
-                self.rate, self.rate / 5, 300, 600, self.duration, prompt, output, seed=self.seed
-            )
+            on = BURST_PERIOD / 3
+            off = BURST_PERIOD - on
+            return bursty(self.rate, self.rate / 5, on, off, self.duration, prompt, output,
+                          seed=self.seed)  # fmt: skip
         if self.workload in ("diurnal", "multiday"):
             # days squeezed into the run: trough, peak at half a day, trough again;
             # sin(2*pi*t/period) is -1 at 3/4 of the period, so the run starts there
@@ -266,11 +275,11 @@ DEFAULT = (
     Scenario(H100, "bursty", 3600, 12.0, lengths=(2500, 250)),
     Scenario(H100, "diurnal", 3600, 12.0, lengths=(2500, 250)),
     Scenario(L4, "conv", 3600, 0.5, start=1200),
-    Scenario(L4, "bursty", 3600, 3.5),
+    Scenario(L4, "bursty", 3600, 3.5, period=BURST_PERIOD),
     Scenario(L4, "diurnal", 3600, 3.5),
     Scenario(L4_TIGHT, "diurnal", 3600, 3.5),
     # issue 14: the shapes a reactive controller loses on
-    Scenario(L4, "multiday", 3600, 3.5),
+    Scenario(L4, "multiday", 3600, 3.5, period=3600 / DAYS),
     Scenario(L4, "step", 3600, 3.5),
     Scenario(L4, "ramp", 3600, 3.5),
     Scenario(L4, "conv", 3600, 0.5, start=1200, node_loss_at=NODE_LOSS_AT),

@@ -29,16 +29,17 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from vllm_operator.metrics.past_period import PAST_STEP, past_span
 from vllm_operator.metrics.queries import HISTOGRAMS, LENGTH_HISTOGRAMS, LENGTHS_LABEL, Figure
 from vllm_operator.metrics.snapshot import build_snapshot
 from vllm_operator.metrics.vectors import Sample
 from vllm_operator.sim.engine import RequestEvent, RequestRecord
 from vllm_operator.sim.fleet import Fleet, Replica
-from vllm_operator.tuning.model import FleetView, MetricsSnapshot
+from vllm_operator.tuning.model import FleetView, MetricsSnapshot, PastPeriod, RateSample
 from vllm_twin.exposition import request_token_buckets
 from vllm_twin.server import buckets
 from vllm_twin.server.vllm_metrics import ADMISSION_REASONS
@@ -233,6 +234,20 @@ class ScrapeStore:
             out[figure] = [Sample({"pod": p}, v) for p, v in means[gauge].items()]
         return out
 
+    def request_rate(self, at: float, window: float) -> float | None:
+        """metrics/past_period.py's query at `at`: finished plus refused requests/s over the
+        window; None when no series has two samples in it (nothing kept that far back)."""
+        start = at - window
+        ranged = {
+            pod: in_range
+            for pod, samples in self.series.items()
+            if (in_range := [s for s in samples if start < s.time <= at])
+        }
+        rates = _counter_rates(ranged, start, at)
+        if "success" not in rates:
+            return None
+        return rates["success"] + sum(rates.get(name, 0.0) for name in REJECTED)
+
 
 def _counter_rates(
     ranged: Mapping[str, list[PodSample]], start: float, end: float
@@ -369,6 +384,25 @@ def fleet_view(fleet: Fleet) -> FleetView:
     )
 
 
+def past_period(
+    store: ScrapeStore, now: float, *, window: float, period: float, epoch: datetime
+) -> PastPeriod:
+    """What query_past_period would get at virtual time `now`: the request rate at PAST_STEP
+    steps over past_span, the steps before the store's first samples left out."""
+    start, end = past_span(epoch + timedelta(seconds=now), period)
+    first, last = (start - epoch).total_seconds(), (end - epoch).total_seconds()
+    steps = int((last - first) // PAST_STEP) + 1
+    rates = (
+        (at, store.request_rate(at, window))
+        for at in (first + k * PAST_STEP for k in range(steps))
+        if at < now  # as parse_past_period: no sample of the future
+    )
+    samples = tuple(
+        RateSample(epoch + timedelta(seconds=at), rate) for at, rate in rates if rate is not None
+    )
+    return PastPeriod(period, samples)
+
+
 def observe_snapshot(
     store: ScrapeStore,
     fleet: Fleet,
@@ -377,10 +411,12 @@ def observe_snapshot(
     window: float,
     epoch: datetime,
     stale_after: float,
+    period: float | None = None,
 ) -> MetricsSnapshot:
-    """The snapshot the operator's tuning pass would build at virtual time `now`."""
+    """The snapshot the operator's tuning pass would build at virtual time `now`; with `period`,
+    with the past period the operator's range query would add (handlers/tune.py)."""
     view = fleet_view(fleet)
-    return build_snapshot(
+    snapshot = build_snapshot(
         store.answers(now, window),
         namespace=NAMESPACE,
         name=SERVICE,
@@ -390,3 +426,7 @@ def observe_snapshot(
         fleet=view,
         stale_after=stale_after,
     )
+    if period is None:
+        return snapshot
+    past = past_period(store, now, window=window, period=period, epoch=epoch)
+    return replace(snapshot, past_period=past)

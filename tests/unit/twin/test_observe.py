@@ -23,6 +23,7 @@ from vllm_twin.observe import (
     extrapolated_rate,
     fleet_view,
     observe_snapshot,
+    past_period,
     scrape_fleet,
 )
 from vllm_twin.server import buckets
@@ -115,6 +116,31 @@ def test_a_down_target_is_listed_but_has_no_sample_age() -> None:
     assert {s.labels["pod"]: s.value for s in answers["pod_up"]} == {"a": 1.0, "b": 0.0}
     assert [s.labels["pod"] for s in answers["pod_sample_age"]] == ["a"]
     assert answers["admitted_rate"] == []  # one sample: rate() has nothing to say
+
+
+def test_the_past_period_is_the_request_rate_at_each_step_back_then() -> None:
+    # one pod serving 1 req/s for the first 20 minutes, then 3 req/s; plus 0.5 refused/s
+    store = ScrapeStore(retention=math.inf)
+    done = refused = 0.0
+    for k in range(1, 161):  # every 15 s up to t = 2400
+        t = 15.0 * k
+        done += 15.0 * (1.0 if t <= 1200 else 3.0)
+        refused += 7.5
+        sample = _sample(t, done)
+        counters = {**sample.counters, "rejected:max_num_queued_reqs": refused}
+        store.scrape(t, {"a": dataclasses.replace(sample, counters=counters)})
+    assert store.request_rate(600.0, 120.0) == pytest.approx(1.5)
+    assert store.request_rate(2400.0, 120.0) == pytest.approx(3.5)
+    assert store.request_rate(-30.0, 120.0) is None  # nothing kept then
+    # a period of 30 minutes, asked at t = 2400: steps from 600 - 600 to 600 + 900, every 60 s
+    past = past_period(store, 2400.0, window=120.0, period=1800.0, epoch=EPOCH)
+    times = [(s.at - EPOCH).total_seconds() for s in past.rates]
+    assert times[0] == 60.0 and times[-1] == 1500.0 and len(times) == 25  # none before data
+    by_time = dict(zip(times, (s.rate for s in past.rates), strict=True))
+    assert by_time[600.0] == pytest.approx(1.5) and by_time[1500.0] == pytest.approx(3.5)
+    # asked at t = 1900, the span would reach 1000 s past now - period: no step at or after now
+    early = past_period(store, 1900.0, window=120.0, period=900.0, epoch=EPOCH)
+    assert max((s.at - EPOCH).total_seconds() for s in early.rates) < 1900.0
 
 
 # -------------------------------------------------------------------------------- the fleet
