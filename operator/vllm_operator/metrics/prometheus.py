@@ -49,6 +49,9 @@ class PrometheusClientLike(Protocol):
     ) -> Any: ...
 
 
+PastFigure = Literal["past_period"]  # query_past_period's one query
+
+
 @dataclass(frozen=True)
 class QueryFailure:
     """One failed query, for the operator's own error counter (label: kind)."""
@@ -57,9 +60,6 @@ class QueryFailure:
     query: str
     kind: FailureKind
     message: str
-
-
-PastFigure = Literal["past_period"]
 
 
 def build_prometheus(cfg: OperatorConfig) -> PrometheusConnect:
