@@ -57,13 +57,17 @@ def _re2_search(pattern: str, text: str) -> bool:
 
 
 MIN_FORECAST_PERIOD: Final = "15m"  # metrics/past_period.py PAST_AFTER: no sample from the future
+# a year: beyond any Prometheus retention in use, and far inside the range of a Go duration (CEL's
+# duration() fails past 292 years) and of Python's timedelta
+MAX_FORECAST_PERIOD: Final = "8760h"
 
 
 def _forecast_period_ok(a: Any) -> bool:
     if a.forecast_period is None:
         return True
     seconds = parse_duration(a.forecast_period)
-    return seconds == 0 or seconds >= parse_duration(MIN_FORECAST_PERIOD)
+    low, high = parse_duration(MIN_FORECAST_PERIOD), parse_duration(MAX_FORECAST_PERIOD)
+    return seconds == 0 or low <= seconds <= high
 
 
 def _le(low: int | None, high: int | None) -> bool:
@@ -297,11 +301,13 @@ RULES: Final[tuple[Rule, ...]] = (
         path=("spec", "autoscaling"),
         cel=(
             "!has(self.forecastPeriod) || duration(self.forecastPeriod) == duration('0s')"
-            f" || duration(self.forecastPeriod) >= duration('{MIN_FORECAST_PERIOD}')"
+            f" || (duration(self.forecastPeriod) >= duration('{MIN_FORECAST_PERIOD}')"
+            f" && duration(self.forecastPeriod) <= duration('{MAX_FORECAST_PERIOD}'))"
         ),
         message=(
-            f"spec.autoscaling.forecastPeriod must be 0s (off) or at least {MIN_FORECAST_PERIOD}:"
-            " the forecast reads up to 15 minutes past one period ago"
+            f"spec.autoscaling.forecastPeriod must be 0s (off) or from {MIN_FORECAST_PERIOD} to"
+            f" {MAX_FORECAST_PERIOD} (a year): the forecast reads up to {MIN_FORECAST_PERIOD}"
+            " past one period ago"
         ),
         check=_forecast_period_ok,
         field_path=".forecastPeriod",

@@ -143,9 +143,9 @@ def query_past_period(
     alone, and the rest of the pass is not held for a look back."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware: Prometheus evaluates at a Unix time")
-    start, end = past_span(now, period)
     query = build_request_rate(build_selector(ns, name), build_range(window))
     try:
+        start, end = past_span(now, period)  # a period beyond the calendar is a failure too
         answer = prom.custom_query_range(query, start, end, build_range(PAST_STEP))
         return parse_past_period(answer, period, now)
     except Exception as exc:  # a failed look back costs the shape, never the pass

@@ -11,8 +11,12 @@ from datetime import timedelta
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from tests.unit.metrics.fake import FakePrometheus, load
 from tests.unit.tuning.support import T0, brief, snap, spec, state
+from vllm_operator.api.durations import parse_duration
+from vllm_operator.metrics.prometheus import QueryFailure, query_past_period
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.forecast import (
     SHAPE_MIN_PASSES,
@@ -193,3 +197,18 @@ def test_the_shape_forecast_is_finite_and_more_load_then_never_forecasts_less(
     raised = [v + more for v in after]
     higher = past_period_rate(inputs(snap(request_rate=now, past_period=past(raised)), st_), 300.0)
     assert higher is not None and higher >= base - 1e-6 * max(1.0, base)
+
+
+def test_a_period_beyond_any_clock_is_refused_and_never_reaches_a_pass() -> None:
+    # Go's duration (the API server's CEL) stops at 292 years and fails the rule on its own;
+    # the models refuse it with the rule's message, and a look back that got one anyway fails
+    # as a query would, without ending the pass
+    huge = "99999999999999999999999999999h"
+    with pytest.raises(ValidationError, match="forecastPeriod must be 0s \\(off\\) or from 15m"):
+        spec(autoscaling={"forecastPeriod": huge})
+    failures: list[QueryFailure] = []
+    past = query_past_period(
+        FakePrometheus(load("traffic-two-pods.json")), "team-a", "chat", window=120.0, now=T0,
+        period=parse_duration(huge), on_error=failures.append,
+    )  # fmt: skip
+    assert past is None and [f.kind for f in failures] == ["unexpected"]
