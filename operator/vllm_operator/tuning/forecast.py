@@ -22,7 +22,9 @@ expected one ready time ahead:
   hour yesterday is met before today's trend shows it;
 - a scale-down must fit the peak of the passes within `under_window` (the long window: "under"
   must hold for long) and the forecast; with a trusted shape, the shape stands for that peak: it
-  says whether the load comes back within a pod ready time.
+  says whether the load comes back within a pod ready time; and a load that fell through both
+  halves of the long window (by `fall_rate` of its mean per minute at least) is past that peak,
+  so the present stands for it.
 
 The arrival samples live in status.tuning.window, so a restarted operator keeps its trend.
 """
@@ -184,15 +186,58 @@ def under_rate(i: Inputs, ahead: Forecast | None) -> float | None:
 
     With a trusted shape (a forecast that has past_period_rate) the shape replaces the long
     window's peak: it knows whether the load returns within a ready time, the peak only guesses.
+    A load falling through the whole long window (falling_share) fits the present instead.
     """
     rate = i.snapshot.request_rate
     if rate is None:
         return None
     if ahead is not None and ahead.past_period_rate is not None:
         return max(rate, ahead.rate)
-    window = i.settings.under_window
-    peak = max((s.rate for s in i.state.arrivals if i.now - s.at <= window), default=rate)
+    kept = _long_window(i)
+    if falling_share(i) is not None:  # a declining load's past peak is behind it, not ahead
+        kept = kept[-1:]
+    peak = max((s.rate for s in kept), default=rate)
     return max(rate, peak, ahead.rate if ahead is not None else rate)
+
+
+def _long_window(i: Inputs) -> list[RateSample]:
+    return [s for s in i.state.arrivals if i.now - s.at <= i.settings.under_window]
+
+
+def falling_share(i: Inputs) -> float | None:
+    """How fast the arrivals fall (a share of the long window's mean per minute, > 0), when both
+    halves of the long window fall by at least `fall_rate`; None otherwise.
+
+    A load that has been falling for the whole long window is past its peak: the peak the window
+    holds is behind it. A burst's end is not such a load: the window mean falls for one window
+    and then stays flat, so the newer half does not fall. The passes must span most of the long
+    window, so that a fall is not read from a few minutes of noise.
+    """
+    kept, window = _long_window(i), i.settings.under_window
+    if len(kept) < 6 or kept[-1].at - kept[0].at < window * 0.8:
+        return None
+    mean = sum(s.rate for s in kept) / len(kept)
+    if mean <= 0:
+        return None
+    half = len(kept) // 2
+    slower = max(_slope(kept[:half]), _slope(kept[half:]))  # per second; the gentler fall
+    share = -slower * 60 / mean
+    return share if share >= i.settings.fall_rate else None
+
+
+def under_phrase(i: Inputs) -> str:
+    """What a scale-down was sized for, when it was not the long window's peak."""
+    ahead = forecast(i)
+    if ahead is not None and ahead.past_period_rate is not None:
+        return f"; sized for {ahead.rate:.2f}/s, the peak one period ago at today's level"
+    share = falling_share(i)
+    if share is None:
+        return ""
+    minutes = i.settings.under_window.total_seconds() / 60
+    return (
+        f"; arrivals falling {share:.1%} per minute for {minutes:.0f} min: sized for the present,"
+        " not that window's peak"
+    )
 
 
 RISING = 1.1  # a forecast 10% over the present is a trend; less is noise around a level

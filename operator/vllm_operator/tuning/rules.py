@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.capacity import trusted_capacity
-from vllm_operator.tuning.forecast import forecast, forecast_phrase, rising
+from vllm_operator.tuning.forecast import forecast, forecast_phrase, rising, under_phrase
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import budget_move
 from vllm_operator.tuning.model import BudgetKey, Decision
@@ -198,7 +198,9 @@ def low_load_rule(i: Inputs) -> Decision | None:
     """9. Sustained low load: scale down one step (votes and stabilisation in scaling.py)."""
     if not low_load(i):
         return None
-    diagnosis = f"low load: {signals.running_phrase(i)}, {signals.rejection_phrase(i)}"
+    diagnosis = (
+        f"low load: {signals.running_phrase(i)}, {signals.rejection_phrase(i)}{under_phrase(i)}"
+    )
     out = remedy_decision(
         [Reason.SCALE_DOWN_LOW_LOAD], diagnosis, [lambda: scale_down(i)], i.snapshot
     )

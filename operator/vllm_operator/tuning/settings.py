@@ -31,6 +31,9 @@ class TuningSettings:
     forecast_window: timedelta = timedelta(seconds=180)  # trend fit for scaling up
     under_window: timedelta = timedelta(seconds=600)  # peak arrivals a scale down must fit
     forecast_max_growth: float = 1.5  # a forecast is at most 1.5x the present rate
+    # arrivals falling by this share of the long window's mean per minute in both of its halves
+    # are past their peak: a scale down fits the present, not under_window's peak (forecast.py)
+    fall_rate: float = 0.01
     # rule 8 sizes the forecast at this share of the learned capacity per pod; a scale down must
     # leave each pod under `headroom` x it, which is lower: the two never chase each other
     forecast_headroom: float = 0.9
@@ -87,6 +90,8 @@ class TuningSettings:
             problems.append("need scale_up_fraction > 0 and rollback_margin >= 0")
         if self.forecast_max_growth < 1 or not self.headroom <= self.forecast_headroom <= 1:
             problems.append("need forecast_max_growth >= 1 and headroom <= forecast_headroom <= 1")
+        if not self.fall_rate > 0:
+            problems.append("need fall_rate > 0")
         if self.judgement_load_tolerance < 0 or self.fewer_pods_min_gain < 1:
             problems.append("need judgement_load_tolerance >= 0 and fewer_pods_min_gain >= 1")
         if problems:

@@ -87,6 +87,12 @@ def seen(rate: float = 10.0, at: datetime = T0) -> tuple[RateSample, ...]:
     return (RateSample(at, rate),)
 
 
+def history(*rates: float, step: float = 30.0) -> tuple[RateSample, ...]:
+    """Rates of the passes before T0, oldest first, one every `step` seconds."""
+    n = len(rates)
+    return tuple(RateSample(T0 - timedelta(seconds=step * (n - k)), r) for k, r in enumerate(rates))
+
+
 def brief(decision: Decision) -> tuple[str, str, str | None, int | None, int | None]:
     """(action, reason, field, from, to): the part of a decision a table row pins."""
     a = decision.action

@@ -11,7 +11,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.tuning.support import T0, brief, snap, spec, state
+from tests.unit.tuning.support import T0, brief, history, snap, spec, state
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.forecast import forecast, learn_ready_time, observe, record_arrivals
 from vllm_operator.tuning.inputs import Inputs
@@ -29,12 +29,6 @@ from vllm_operator.tuning.settings import TuningSettings
 
 DEFAULTS = TuningSettings()
 CAPACITY = Capacity(8.0, T0 - timedelta(minutes=10))  # 8 req/s per pod: 6.4 at 80%
-
-
-def history(*rates: float, step: float = 30.0) -> tuple[RateSample, ...]:
-    """Rates of the passes before T0, oldest first, one every `step` seconds."""
-    n = len(rates)
-    return tuple(RateSample(T0 - timedelta(seconds=step * (n - k)), r) for k, r in enumerate(rates))
 
 
 def inputs(snapshot: MetricsSnapshot, st_: TuningState) -> Inputs:

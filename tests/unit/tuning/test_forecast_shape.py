@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from tests.unit.metrics.fake import FakePrometheus, load
-from tests.unit.tuning.support import T0, brief, snap, spec, state
+from tests.unit.tuning.support import T0, brief, history, snap, spec, state
 from vllm_operator.api.durations import parse_duration
 from vllm_operator.metrics.prometheus import QueryFailure, query_past_period
 from vllm_operator.tuning.decide import decide
@@ -43,12 +43,6 @@ CAPACITY = Capacity(8.0, T0 - timedelta(minutes=10))  # 7.2 req/s per pod at 90%
 LOW = {"running": 4.8, "waiting": 0.0, "ttft_p95": 0.3, "itl_p95": 0.02, "kv_usage": 0.4}
 
 
-def recent(*rates: float) -> tuple[RateSample, ...]:
-    """The passes before T0, one every 30 s, oldest first (the snapshot's rate is T0's)."""
-    n = len(rates)
-    return tuple(RateSample(T0 - timedelta(seconds=30 * (n - k)), r) for k, r in enumerate(rates))
-
-
 def day_ago(shape: dict[int, float], period: float = DAY) -> PastPeriod:
     """The rate one period before T0 + d for each d (seconds) in `shape`, every 60 s between
     the given points taking the last one given (a step function)."""
@@ -67,7 +61,7 @@ def inputs(snapshot: MetricsSnapshot, st_: TuningState) -> Inputs:
 # Yesterday: 5 req/s until now, 20 from 4 minutes on (inside the default 300 s ready time).
 # Today: 10 req/s, yesterday's 5 at today's level of +5.
 BURST = day_ago({-600: 5.0, 240: 20.0, 900: 20.0})
-FLAT_TODAY = recent(*[10.0] * 12)
+FLAT_TODAY = history(*[10.0] * 12)
 
 
 def test_a_followed_shape_forecasts_its_peak_at_todays_level_past_the_growth_cap() -> None:
@@ -101,9 +95,9 @@ def test_a_shape_today_did_not_follow_is_not_used() -> None:
 
 
 def test_too_few_recent_passes_cannot_tell_a_shape() -> None:
-    few = recent(*[10.0] * (SHAPE_MIN_PASSES - 2))  # with this pass's: one short
+    few = history(*[10.0] * (SHAPE_MIN_PASSES - 2))  # with this pass's: one short
     assert past_period_rate(inputs(snap(past_period=BURST), state(arrivals=few)), 300.0) is None
-    enough = recent(*[10.0] * (SHAPE_MIN_PASSES - 1))
+    enough = history(*[10.0] * (SHAPE_MIN_PASSES - 1))
     assert past_period_rate(inputs(snap(past_period=BURST), state(arrivals=enough)), 300.0)
 
 
@@ -115,7 +109,7 @@ def test_no_past_period_or_no_samples_is_the_trend_alone() -> None:
 
 
 # The long window saw 9 req/s ten minutes ago; now 4. One pod would sit above 6.4 req/s at 9.
-FALLEN = recent(9.0, 9.0, *[4.0] * 14)
+FALLEN = history(9.0, 9.0, *[4.0] * 14)
 
 
 def test_a_shape_that_stays_low_lets_a_scale_down_past_the_long_windows_peak() -> None:
@@ -139,7 +133,7 @@ def test_a_shape_that_comes_back_within_the_horizon_keeps_the_pods() -> None:
 def test_rule_8b_leaves_it_to_a_followed_shape() -> None:
     # 7 req/s per pod, above 80% of 8, ITL no longer quiet: 8b would add a pod ...
     busy = snap(request_rate=14.0, itl_p95=0.045, past_period=None)
-    near = state(arrivals=recent(*[14.0] * 12), capacity=CAPACITY)
+    near = state(arrivals=history(*[14.0] * 12), capacity=CAPACITY)
     assert near_capacity(inputs(busy, near))
     # ... unless yesterday's shape says the load stays where it is: then rule 8 judges
     plateau = day_ago({-600: 14.0, 900: 14.0})
@@ -186,8 +180,8 @@ def test_the_shape_forecast_is_finite_and_more_load_then_never_forecasts_less(
         ))  # fmt: skip
 
     # today followed yesterday exactly, `level` above it (never below zero)
-    followed = [rate_at(past(after), s.at - timedelta(seconds=DAY)) for s in recent(*[0.0] * 12)]
-    today = recent(*(max(0.0, v + level) for v in followed if v is not None))
+    followed = [rate_at(past(after), s.at - timedelta(seconds=DAY)) for s in history(*[0.0] * 12)]
+    today = history(*(max(0.0, v + level) for v in followed if v is not None))
     now = max(0.0, before[-1] + level)
     st_ = state(arrivals=today)
     base = past_period_rate(inputs(snap(request_rate=now, past_period=past(after)), st_), 300.0)
