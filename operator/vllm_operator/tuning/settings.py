@@ -33,7 +33,7 @@ class TuningSettings:
     forecast_max_growth: float = 1.5  # a forecast is at most 1.5x the present rate
     # arrivals falling by this share of the long window's mean per minute in both of its halves
     # are past their peak: a scale down fits the present, not under_window's peak (forecast.py)
-    fall_rate: float = 0.01
+    fall_rate: float = 0.03
     # rule 8 sizes the forecast at this share of the learned capacity per pod; a scale down must
     # leave each pod under `headroom` x it, which is lower: the two never chase each other
     forecast_headroom: float = 0.9
