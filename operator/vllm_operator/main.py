@@ -20,6 +20,7 @@ import kopf
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.children import Seen
+from vllm_operator.handlers.deployment_watch import start_deployment_watches
 from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.passes import Later, PassQueue
@@ -59,7 +60,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         serve_metrics(deps.cfg.metrics_port, deps.cfg.metrics_address)
     start_passes(memo, deps)
     start_periodic(memo, deps)
-    start_pod_watch(memo, deps)
+    start_watches(memo, deps)
 
 
 def later_on_this_loop() -> Later:
@@ -152,23 +153,38 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
     memo.periodic = tasks
 
 
-def start_pod_watch(memo: kopf.Memo, deps: Deps) -> None:
-    """The pods, from a watch of the operator's own (handlers/pod_watch.py), not kopf's: the
-    Deployment events read the scheduling state from it, and a pod that has just become stuck
-    (no node fits it, its server crash-loops) gets its service a status pass, so Degraded says
-    so when the Deployment does not change."""
+def start_watches(memo: kopf.Memo, deps: Deps) -> None:
+    """The pods and the Deployments, from the operator's own watches (handlers/pod_watch.py,
+    handlers/deployment_watch.py), not kopf's.
 
-    def news(key: tuple[str, str]) -> None:
-        if memo.active():  # a standby replica (HA) keeps the table but passes nothing
-            seen = Seen(pods=memo.pods.pods_of(key), only=frozenset({"Deployment"}))
-            memo.status_passes.submit(key, seen)
-
+    A Deployment that changed (rollout progress, an edit) gets its service a status pass at
+    once, with the Deployment from the event, the scheduling state from the pod watch and the
+    parent the newest copy at hand (handlers/cached_parent.py), so the pass usually reads
+    nothing; the other children wait for the resync timer, and events that come while the
+    service's pass waits are folded into it (the newest Deployment wins). A pod that has just
+    become stuck (no node fits it, its server crash-loops) gets one too, so Degraded says so
+    when the Deployment does not change. A standby replica (HA) keeps its tables but passes
+    nothing.
+    """
     memo.stop_pods = threading.Event()
     namespaces: tuple[str, ...] = tuple(getattr(memo, "namespaces", ()))
     if not isinstance(deps.kube, KubeClient):  # build_deps makes one; nothing else runs this
-        raise TypeError("the pod watch needs k8s/client.py's KubeClient")
-    memo.pods = PodWatches(deps.kube, namespaces, news, memo.stop_pods)
+        raise TypeError("the watches need k8s/client.py's KubeClient")
+
+    def pass_status(key: tuple[str, str], children: dict[str, dict[str, Any]]) -> None:
+        if memo.active():
+            seen = Seen(children, pods=memo.pods.pods_of(key), only=frozenset({"Deployment"}))
+            memo.status_passes.submit(key, seen)
+
+    def stuck(key: tuple[str, str]) -> None:
+        pass_status(key, {})
+
+    def deployment_changed(key: tuple[str, str], deployment: dict[str, Any] | None) -> None:
+        pass_status(key, {} if deployment is None else {"Deployment": deployment})
+
+    memo.pods = PodWatches(deps.kube, namespaces, stuck, memo.stop_pods)
     memo.pods.start()
+    start_deployment_watches(deps.kube, namespaces, deployment_changed, memo.stop_pods)
 
 
 @kopf.on.cleanup()
@@ -207,27 +223,6 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
     memo.known.add(key)
     if first or spec_unreconciled(dict(body)):
         memo.spec_passes.submit(key, dict(body))
-
-
-@kopf.on.event("apps", "v1", "deployments", labels={c.LABEL_MANAGED_BY: c.MANAGED_BY})
-async def on_child_deployment(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
-    """A Deployment changed (rollout progress, an edit): status and drift follow at once.
-
-    The event carries the Deployment and the pod watch the scheduling state, and the parent is
-    the newest copy at hand (handlers/cached_parent.py), so the pass usually reads nothing; the
-    other children wait for the resync timer. Events that come while the
-    service's pass waits are folded into it (the newest Deployment wins).
-    """
-    parent = body.metadata.labels.get(c.LABEL_SERVICE)
-    namespace = body.metadata.namespace
-    if not parent or not namespace or c.LABEL_CANARY in body.metadata.labels:
-        return  # a canary's progress is the tuner's to read (handlers/canary.py), not status
-    seen = Seen(
-        children={} if type == "DELETED" else {"Deployment": dict(body)},
-        pods=memo.pods.pods_of((namespace, parent)),
-        only=frozenset({"Deployment"}),
-    )
-    memo.status_passes.submit((namespace, parent), seen)
 
 
 @kopf.on.probe(id="reconciling")

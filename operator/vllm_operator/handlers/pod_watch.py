@@ -19,22 +19,23 @@ from typing import Any
 from vllm_operator import constants as c
 from vllm_operator.handlers.passes import retry_delay
 from vllm_operator.k8s.client import KubeClient
-from vllm_operator.k8s.listwatch import list_and_watch
+from vllm_operator.k8s.listwatch import ListWatchThread
 from vllm_operator.status.pods import PodTable, ServiceKey
 
 log = logging.getLogger("vllm_operator.pod_watch")
 
-SELECTOR = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"
-WATCH_SECONDS = 300  # the server ends a watch after this; it resumes from the last version
+SELECTOR = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY}"  # the operator's own objects
 
 
-class PodWatch:
+class PodWatch(ListWatchThread):
     """The operator's pods in one namespace (None: all), and a callback for news.
 
     `news(key)` is called, on the watch's thread, for a service with a pod that has just
     become stuck. Until the first LIST is in, `pods_of` says None: the status pass then lists
     the pods itself, as it does with no watch at all.
     """
+
+    api_version, kind = "v1", "Pod"
 
     def __init__(
         self,
@@ -43,7 +44,8 @@ class PodWatch:
         news: Callable[[ServiceKey], None],
         stop: threading.Event,
     ) -> None:
-        self.kube, self.namespace, self.news, self.stop = kube, namespace, news, stop
+        super().__init__(kube, namespace, SELECTOR, stop, retry_delay, log)
+        self.news = news
         self.table = PodTable()
         self.lock = threading.Lock()
         self.synced = False
@@ -52,27 +54,13 @@ class PodWatch:
         with self.lock:
             return self.table.pods_of(key) if self.synced else None
 
-    def start(self) -> threading.Thread:
-        # a daemon: a read waits for the server (up to WATCH_SECONDS) and must not hold the exit
-        where = self.namespace or "all"
-        thread = threading.Thread(target=self.run, name=f"pod-watch-{where}", daemon=True)
-        thread.start()
-        return thread
-
-    def run(self) -> None:
-        list_and_watch(
-            self.kube, "v1", "Pod", self.namespace, SELECTOR,
-            listed=self._listed, changed=self._changed, stop=self.stop,
-            watch_seconds=WATCH_SECONDS, backoff=retry_delay, log=log,
-        )  # fmt: skip
-
-    def _listed(self, pods: list[dict[str, Any]]) -> None:
+    def listed(self, pods: list[dict[str, Any]]) -> None:
         with self.lock:
             news = self.table.replace(pods, self.namespace)
             self.synced = True
         self._tell(news)
 
-    def _changed(self, type_: str, pod: dict[str, Any]) -> None:
+    def changed(self, type_: str, pod: dict[str, Any]) -> None:
         with self.lock:
             news = self.table.apply(type_, pod)
         self._tell(news)
