@@ -36,8 +36,8 @@ from vllm_operator.observability import RECONCILE_SECONDS, configure_logging, se
 SPEC_WORKERS = 16
 STATUS_WORKERS = 8
 TUNE_WORKERS = 4  # tuning passes side by side (handlers/periodic.py submit_to)
-# A spec pass hands all its children but one and the Deployment to this pool (handlers/children.py)
-CHILD_WORKERS = SPEC_WORKERS
+# A spec pass hands all its children but one to this pool (handlers/children.py): two of three
+CHILD_WORKERS = 2 * SPEC_WORKERS
 
 
 @kopf.on.startup()

@@ -1,5 +1,5 @@
 """handlers/children.py on a real pool: a pass's children go in side by side, the Deployment
-after them, and an Event that cannot be posted costs the pass nothing."""
+among them, and an Event that cannot be posted costs the pass nothing."""
 
 from __future__ import annotations
 
@@ -19,24 +19,24 @@ NOW = datetime(2026, 12, 1, 21, tzinfo=UTC)
 
 
 class MeetingKube(FakeKube):
-    """Holds the Service and ServiceMonitor applies until both are in flight: a pass that
-    applies them one after the other breaks the barrier (its timeout only ends a hung test)."""
+    """Holds the Deployment, Service and ServiceMonitor applies until all three are in flight: a
+    pass that applies one after another breaks the barrier (its timeout only ends a hung test)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.meet = threading.Barrier(2, timeout=30)
+        self.meet = threading.Barrier(3, timeout=30)
         self.order: list[str] = []
         self.guard = threading.Lock()
 
     def apply(self, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        if obj["kind"] in ("Service", "ServiceMonitor"):
+        if obj["kind"] in ("Deployment", "Service", "ServiceMonitor"):
             self.meet.wait()
         with self.guard:
             self.order.append(obj["kind"])
             return super().apply(obj, **kw)
 
 
-def test_the_service_and_its_monitor_are_applied_at_once_then_the_deployment() -> None:
+def test_the_deployment_service_and_monitor_are_applied_at_once() -> None:
     kube = MeetingKube()
     kube.put(example("three-layer-budgets.yaml"))
     deps = deps_for(kube, NOW)
@@ -44,8 +44,7 @@ def test_the_service_and_its_monitor_are_applied_at_once_then_the_deployment() -
         deps.children = pool
         reconcile(service(kube), deps=deps, logger=LOG)
     children = [k for k in kube.order if k != c.KIND]
-    assert sorted(children[:2]) == ["Service", "ServiceMonitor"]
-    assert children[2:] == ["Deployment"]
+    assert sorted(children) == ["Deployment", "Service", "ServiceMonitor"]
     assert service(kube)["status"]["observedGeneration"] == 1
 
 

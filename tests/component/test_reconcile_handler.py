@@ -96,14 +96,14 @@ def test_a_refused_child_is_reported_degraded_and_fails_the_pass() -> None:
     assert deployment(kube)["metadata"]["name"] == NAME  # the refused Service kept nothing out
 
 
-def test_the_deployment_is_applied_after_every_other_child() -> None:
-    # its pods, and the status passes their progress triggers, wait for no slower child
+def test_the_deployment_is_applied_before_every_other_child() -> None:
+    # its pods are what Ready waits for: they start while a Service waits for its ClusterIP
     kube = FakeKube()
     kube.put(example("three-layer-budgets.yaml"))
     reconcile(service(kube), deps=deps_for(kube, NOW), logger=LOG)
     kinds = [a.kind for a in kube.applies if a.kind != c.KIND]
     assert sorted(kinds) == ["Deployment", "Service", "ServiceMonitor"]
-    assert kinds[-1] == "Deployment"
+    assert kinds[0] == "Deployment"
 
 
 def test_with_autoscaling_the_tuner_takes_replicas_before_the_renderer_drops_them() -> None:

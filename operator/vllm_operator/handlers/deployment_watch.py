@@ -4,10 +4,8 @@ A Deployment's rollout progress is what `Ready` and `Progressing` report, so eac
 gets its service a status pass at once (docs/reliability.md). kopf watched the Deployments
 before and ran its per-event machinery in its event loop for the five or so events of every
 Deployment as a fleet starts: with the VLLMService watch, the largest part of the operator's CPU
-per 300 services (docs/operator-scale.md, "Where the remaining time goes"). kopf also listed
-them again each time the server ended its watch (every 5 minutes), and passed every service
-once more. Here an event is one JSON parse and a submit, and a LIST is made again only after
-410 Gone.
+per 300 services (docs/operator-scale.md, "Where the remaining time goes"). Here an event is
+one JSON parse and a submit, and a LIST is made again only after 410 Gone.
 
 The first LIST passes nothing: the VLLMService watch passes every service it sees first
 (main.py), and that pass reads its Deployment. A LIST after 410 passes every service with a
