@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,7 +21,7 @@ import kopf
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.children import Seen
-from vllm_operator.handlers.deployment_watch import start_deployment_watches
+from vllm_operator.handlers.deployment_watch import Changed, start_deployment_watches
 from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.passes import Later, PassQueue
@@ -30,6 +31,7 @@ from vllm_operator.handlers.reconcile import reconcile_by_name, spec_unreconcile
 from vllm_operator.handlers.tune import tune
 from vllm_operator.k8s.client import KubeClient
 from vllm_operator.observability import RECONCILE_SECONDS, configure_logging, serve_metrics
+from vllm_operator.status.pods import ServiceKey
 
 # Spec passes wait on the API server (a Service create waits for its ClusterIP): more of them
 # than the API server serves at once only queue there. Status passes are short.
@@ -155,7 +157,19 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
 
 def start_watches(memo: kopf.Memo, deps: Deps) -> None:
     """The pods and the Deployments, from the operator's own watches (handlers/pod_watch.py,
-    handlers/deployment_watch.py), not kopf's.
+    handlers/deployment_watch.py), not kopf's; what their news passes: `status_submitters`."""
+    memo.stop_pods = threading.Event()
+    namespaces: tuple[str, ...] = tuple(getattr(memo, "namespaces", ()))
+    if not isinstance(deps.kube, KubeClient):  # build_deps makes one; nothing else runs this
+        raise TypeError("the watches need k8s/client.py's KubeClient")
+    stuck, deployment_changed = status_submitters(memo)
+    memo.pods = PodWatches(deps.kube, namespaces, stuck, memo.stop_pods)
+    memo.pods.start()
+    start_deployment_watches(deps.kube, namespaces, deployment_changed, memo.stop_pods)
+
+
+def status_submitters(memo: Any) -> tuple[Callable[[ServiceKey], None], Changed]:
+    """What the watches call: a pod of the service just became stuck, and its Deployment changed.
 
     A Deployment that changed (rollout progress, an edit) gets its service a status pass at
     once, with the Deployment from the event, the scheduling state from the pod watch and the
@@ -166,25 +180,19 @@ def start_watches(memo: kopf.Memo, deps: Deps) -> None:
     when the Deployment does not change. A standby replica (HA) keeps its tables but passes
     nothing.
     """
-    memo.stop_pods = threading.Event()
-    namespaces: tuple[str, ...] = tuple(getattr(memo, "namespaces", ()))
-    if not isinstance(deps.kube, KubeClient):  # build_deps makes one; nothing else runs this
-        raise TypeError("the watches need k8s/client.py's KubeClient")
 
-    def pass_status(key: tuple[str, str], children: dict[str, dict[str, Any]]) -> None:
+    def pass_status(key: ServiceKey, children: dict[str, dict[str, Any]]) -> None:
         if memo.active():
             seen = Seen(children, pods=memo.pods.pods_of(key), only=frozenset({"Deployment"}))
             memo.status_passes.submit(key, seen)
 
-    def stuck(key: tuple[str, str]) -> None:
+    def stuck(key: ServiceKey) -> None:
         pass_status(key, {})
 
-    def deployment_changed(key: tuple[str, str], deployment: dict[str, Any] | None) -> None:
+    def deployment_changed(key: ServiceKey, deployment: dict[str, Any] | None) -> None:
         pass_status(key, {} if deployment is None else {"Deployment": deployment})
 
-    memo.pods = PodWatches(deps.kube, namespaces, stuck, memo.stop_pods)
-    memo.pods.start()
-    start_deployment_watches(deps.kube, namespaces, deployment_changed, memo.stop_pods)
+    return stuck, deployment_changed
 
 
 @kopf.on.cleanup()

@@ -8,8 +8,9 @@ per 300 services (docs/operator-scale.md, "Where the remaining time goes"). Here
 one JSON parse and a submit, and a LIST is made again only after 410 Gone.
 
 The first LIST passes nothing: the VLLMService watch passes every service it sees first
-(main.py), and that pass reads its Deployment. A LIST after 410 passes every service with a
-Deployment, since events were missed in between.
+(main.py), and that pass reads its Deployment (one that changed between that read and the
+LIST is seen by the resync). A LIST after 410 passes every service with a Deployment, since
+events were missed in between; a Deployment deleted in between is recreated by the resync.
 """
 
 from __future__ import annotations

@@ -1,0 +1,45 @@
+"""main.status_submitters: what the pod and Deployment watches' news passes, and when."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from vllm_operator.handlers.children import Seen
+from vllm_operator.main import status_submitters
+
+KEY = ("team-a", "chat")
+PODS = [{"metadata": {"name": "chat-0"}}]
+
+
+def memo(active: bool) -> tuple[Any, list[tuple[tuple[str, str], Seen]]]:
+    submitted: list[tuple[tuple[str, str], Seen]] = []
+    found = SimpleNamespace(
+        active=lambda: active,
+        pods=SimpleNamespace(pods_of=lambda key: PODS if key == KEY else None),
+        status_passes=SimpleNamespace(submit=lambda key, seen: submitted.append((key, seen))),
+    )
+    return found, submitted
+
+
+def test_a_deployment_event_passes_its_service_with_the_deployment_and_the_pods() -> None:
+    m, submitted = memo(active=True)
+    stuck, changed = status_submitters(m)
+    deployment = {"metadata": {"name": "chat", "resourceVersion": "7"}}
+    changed(KEY, deployment)
+    changed(KEY, None)  # deleted: the pass finds it gone
+    stuck(KEY)
+    only = frozenset({"Deployment"})
+    assert submitted == [
+        (KEY, Seen({"Deployment": deployment}, pods=PODS, only=only)),
+        (KEY, Seen({}, pods=PODS, only=only)),
+        (KEY, Seen({}, pods=PODS, only=only)),
+    ]
+
+
+def test_a_standby_replica_passes_nothing() -> None:
+    m, submitted = memo(active=False)
+    stuck, changed = status_submitters(m)
+    changed(KEY, {"metadata": {"name": "chat"}})
+    stuck(KEY)
+    assert submitted == []
