@@ -21,7 +21,11 @@ import kopf
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.children import Seen
-from vllm_operator.handlers.deployment_watch import Changed, start_deployment_watches
+from vllm_operator.handlers.deployment_watch import (
+    Changed,
+    DeploymentWatch,
+    start_deployment_watches,
+)
 from vllm_operator.handlers.deps import Deps, build_deps
 from vllm_operator.handlers.leader import LeaseGate
 from vllm_operator.handlers.passes import Later, PassQueue
@@ -125,6 +129,7 @@ def start_periodic(memo: kopf.Memo, deps: Deps) -> None:
         return gate is None or gate.held
 
     memo.active = active
+    memo.gate = gate
 
     def resync(body: dict[str, Any]) -> None:
         started = time.monotonic()
@@ -165,7 +170,19 @@ def start_watches(memo: kopf.Memo, deps: Deps) -> None:
     stuck, deployment_changed = status_submitters(memo)
     memo.pods = PodWatches(deps.kube, namespaces, stuck, memo.stop_pods)
     memo.pods.start()
-    start_deployment_watches(deps.kube, namespaces, deployment_changed, memo.stop_pods)
+    watches = start_deployment_watches(deps.kube, namespaces, deployment_changed, memo.stop_pods)
+    if memo.gate is not None:  # HA: a replica that starts holding the Lease catches up
+        memo.gate.on_hold = lambda: pass_all(watches, deployment_changed)
+
+
+def pass_all(watches: list[DeploymentWatch], changed: Changed) -> None:
+    """A status pass for every service with a Deployment the watches know: what a replica that
+    stood by (HA) passed nothing for. The spec passes follow kopf's peering, which may hand the
+    services over before the Lease is free (LeaseGate.duration), and the Deployment events
+    that came meanwhile were dropped."""
+    for watch in watches:
+        for key, deployment in watch.newest():
+            changed(key, deployment)
 
 
 def status_submitters(memo: Any) -> tuple[Callable[[ServiceKey], None], Changed]:

@@ -87,3 +87,18 @@ def test_the_service_of_a_deployment_is_its_label_in_its_namespace() -> None:
     assert service_of(deployment("x", "1", parent=False)) is None
     assert service_of({"metadata": {"labels": {c.LABEL_SERVICE: "chat"}}}) is None  # no namespace
     assert service_of({}) is None
+
+
+def test_the_watch_keeps_each_services_newest_deployment() -> None:
+    stop = threading.Event()
+    watch = DeploymentWatch(ScriptedKube(stop), "team-a", lambda *_: None, stop)  # type: ignore[arg-type]
+    watch.listed([deployment("chat", "5"), deployment("chat-canary", "5", canary=True)])
+    watch.changed("MODIFIED", deployment("chat", "6"))
+    watch.changed("ADDED", deployment("code", "6"))
+    watch.changed("DELETED", deployment("code", "7"))
+    watch.changed("ADDED", deployment("orphan", "7", parent=False))
+    assert [(k, d["metadata"]["resourceVersion"]) for k, d in watch.newest()] == [
+        (("team-a", "chat"), "6")
+    ]
+    watch.listed([deployment("docs", "9")])  # a relist replaces what was kept
+    assert [k for k, _ in watch.newest()] == [("team-a", "docs")]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+from tests.support.fake_kube import FakeKube
 from vllm_operator.handlers.children import Seen
-from vllm_operator.main import status_submitters
+from vllm_operator.handlers.leader import LeaseGate
+from vllm_operator.main import pass_all, status_submitters
 
 KEY = ("team-a", "chat")
 PODS = [{"metadata": {"name": "chat-0"}}]
@@ -43,3 +46,22 @@ def test_a_standby_replica_passes_nothing() -> None:
     changed(KEY, {"metadata": {"name": "chat"}})
     stuck(KEY)
     assert submitted == []
+
+
+def test_a_replica_that_starts_holding_the_lease_passes_every_known_deployment() -> None:
+    class Known:
+        def newest(self) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+            return [(KEY, {"metadata": {"name": "chat"}}), (("team-b", "x"), {"metadata": {}})]
+
+    passed: list[tuple[str, str]] = []
+    gate = LeaseGate(FakeKube(), "ops", "loops", identity="me")
+    gate.on_hold = lambda: pass_all([Known()], lambda key, _d: passed.append(key))  # type: ignore[list-item]
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    assert gate.try_hold(now)
+    assert passed == [KEY, ("team-b", "x")]
+    assert gate.try_hold(now + timedelta(seconds=10))  # a renewal catches nothing up
+    assert passed == [KEY, ("team-b", "x")]
+    rival = LeaseGate(gate.kube, "ops", "loops", identity="other")
+    rival.on_hold = lambda: passed.append(("rival", "held"))
+    assert not rival.try_hold(now + timedelta(seconds=20))  # a live holder keeps it
+    assert passed == [KEY, ("team-b", "x")]

@@ -11,6 +11,10 @@ The first LIST passes nothing: the VLLMService watch passes every service it see
 (main.py), and that pass reads its Deployment (one that changed between that read and the
 LIST is seen by the resync). A LIST after 410 passes every service with a Deployment, since
 events were missed in between; a Deployment deleted in between is recreated by the resync.
+
+The watch keeps the newest Deployment of each service (`newest`): a standby replica (HA) that
+starts holding the operator's Lease passes every service with them (main.py), since the events
+it saw while standing by passed nothing.
 """
 
 from __future__ import annotations
@@ -56,15 +60,33 @@ class DeploymentWatch(ListWatchThread):
         super().__init__(kube, namespace, SELECTOR, stop, retry_delay, log)
         self.on_change = changed
         self.lists = 0
+        self.lock = threading.Lock()
+        self._newest: dict[ServiceKey, dict[str, Any]] = {}
+
+    def newest(self) -> list[tuple[ServiceKey, dict[str, Any]]]:
+        """Each service's Deployment as last listed or changed."""
+        with self.lock:
+            return list(self._newest.items())
 
     def listed(self, deployments: list[dict[str, Any]]) -> None:
         self.lists += 1
+        keyed = {key: d for d in deployments if (key := service_of(d)) is not None}
+        with self.lock:
+            self._newest = keyed
         if self.lists > 1:  # a relist after 410: what changed in between is not known
             for deployment in deployments:
                 self._tell(deployment, deployment)
 
     def changed(self, type_: str, deployment: dict[str, Any]) -> None:
-        self._tell(deployment, None if type_ == "DELETED" else deployment)
+        now = None if type_ == "DELETED" else deployment
+        key = service_of(deployment)
+        if key is not None:
+            with self.lock:
+                if now is None:
+                    self._newest.pop(key, None)
+                else:
+                    self._newest[key] = now
+        self._tell(deployment, now)
 
     def _tell(self, deployment: dict[str, Any], now: dict[str, Any] | None) -> None:
         key = service_of(deployment)

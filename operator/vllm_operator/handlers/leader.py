@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,6 +47,9 @@ class LeaseGate:
     identity: str
     duration: float = 30.0
     held: bool = False
+    # called when this replica starts holding the lease (on the renewing thread): what was
+    # not done while standing by is done then
+    on_hold: Callable[[], None] | None = None
 
     def try_hold(self, now: datetime) -> bool:
         """Acquire or renew; False when another replica holds a live lease (or on a race)."""
@@ -76,9 +80,12 @@ class LeaseGate:
                 raise
             self.held = False
             return False
-        if not self.held:
-            log.info("holding lease %s/%s as %s", self.namespace, self.name, self.identity)
+        starts = not self.held
         self.held = True
+        if starts:
+            log.info("holding lease %s/%s as %s", self.namespace, self.name, self.identity)
+            if self.on_hold is not None:
+                self.on_hold()
         return True
 
     async def keep(self, stop: asyncio.Event, clock: Any) -> None:
