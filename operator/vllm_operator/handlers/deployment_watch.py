@@ -74,24 +74,22 @@ class DeploymentWatch(ListWatchThread):
         with self.lock:
             self._newest = keyed
         if self.lists > 1:  # a relist after 410: what changed in between is not known
-            for deployment in deployments:
-                self._tell(deployment, deployment)
+            for key, deployment in keyed.items():
+                self._tell(key, deployment)
 
     def changed(self, type_: str, deployment: dict[str, Any]) -> None:
-        now = None if type_ == "DELETED" else deployment
-        key = service_of(deployment)
-        if key is not None:
-            with self.lock:
-                if now is None:
-                    self._newest.pop(key, None)
-                else:
-                    self._newest[key] = now
-        self._tell(deployment, now)
-
-    def _tell(self, deployment: dict[str, Any], now: dict[str, Any] | None) -> None:
         key = service_of(deployment)
         if key is None:
             return
+        now = None if type_ == "DELETED" else deployment
+        with self.lock:
+            if now is None:
+                self._newest.pop(key, None)
+            else:
+                self._newest[key] = now
+        self._tell(key, now)
+
+    def _tell(self, key: ServiceKey, now: dict[str, Any] | None) -> None:
         try:
             self.on_change(key, now)
         except Exception:  # a submit that fails must not end the watch
