@@ -57,6 +57,29 @@ def test_without_a_comparable_version_nothing_is_stale() -> None:
     assert not newest.older_than_seen(deployment("opaque-1"))
 
 
+@given(VERSIONS, VERSIONS)
+def test_newest_of_is_the_noted_copy_only_when_it_is_newer(noted: int, mine: int) -> None:
+    newest = NewestCopies()
+    newest.note(deployment(str(noted)))
+    got = newest.newest_of(deployment(str(mine)))
+    assert got is not None
+    assert got["metadata"]["resourceVersion"] == str(max(noted, mine))
+
+
+@given(NOT_VERSIONS, VERSIONS)
+def test_newest_of_keeps_an_object_whose_version_compares_with_nothing(
+    bad: str, noted: int
+) -> None:
+    newest = NewestCopies()
+    newest.note(deployment(str(noted)))
+    assert newest.newest_of(deployment(bad)) == deployment(bad)
+    assert newest.newest_of(deployment(None)) == deployment(None)
+    assert newest.newest_of(None) is None
+    assert newest.newest_of(deployment(str(noted + 1), name="other")) == deployment(
+        str(noted + 1), name="other"
+    )  # nothing noted of it
+
+
 def test_a_forgotten_object_keeps_no_entry_and_no_copy_of_it_is_stale() -> None:
     newest = NewestVersions()
     newest.note(deployment("120"))

@@ -9,6 +9,7 @@ from typing import Any
 from tests.support.fake_kube import FakeKube
 from vllm_operator.handlers.children import Seen
 from vllm_operator.handlers.leader import LeaseGate
+from vllm_operator.k8s.versions import NewestCopies
 from vllm_operator.main import pass_all, status_submitters
 
 KEY = ("team-a", "chat")
@@ -21,6 +22,7 @@ def memo(active: bool) -> tuple[Any, list[tuple[tuple[str, str], Seen]]]:
         active=lambda: active,
         pods=SimpleNamespace(pods_of=lambda key: PODS if key == KEY else None),
         status_passes=SimpleNamespace(submit=lambda key, seen: submitted.append((key, seen))),
+        deps=SimpleNamespace(deployments=NewestCopies()),
     )
     return found, submitted
 
@@ -28,10 +30,11 @@ def memo(active: bool) -> tuple[Any, list[tuple[tuple[str, str], Seen]]]:
 def test_a_deployment_event_passes_its_service_with_the_deployment_and_the_pods() -> None:
     m, submitted = memo(active=True)
     stuck, changed = status_submitters(m)
-    deployment = {"metadata": {"name": "chat", "resourceVersion": "7"}}
+    deployment = {"metadata": {"name": "chat", "namespace": "team-a", "resourceVersion": "7"}}
     changed(KEY, deployment)
     changed(KEY, None)  # deleted: the pass finds it gone
     stuck(KEY)
+    assert m.deps.deployments.copy_of(*KEY) == deployment  # a pass under way reports it
     only = frozenset({"Deployment"})
     assert submitted == [
         (KEY, Seen({"Deployment": deployment}, pods=PODS, only=only)),
@@ -40,12 +43,14 @@ def test_a_deployment_event_passes_its_service_with_the_deployment_and_the_pods(
     ]
 
 
-def test_a_standby_replica_passes_nothing() -> None:
+def test_a_standby_replica_passes_nothing_and_keeps_the_newest_deployment() -> None:
     m, submitted = memo(active=False)
     stuck, changed = status_submitters(m)
-    changed(KEY, {"metadata": {"name": "chat"}})
+    deployment = {"metadata": {"name": "chat", "namespace": "team-a", "resourceVersion": "9"}}
+    changed(KEY, deployment)
     stuck(KEY)
     assert submitted == []
+    assert m.deps.deployments.copy_of(*KEY) == deployment
 
 
 def test_a_replica_that_starts_holding_the_lease_passes_every_known_deployment() -> None:

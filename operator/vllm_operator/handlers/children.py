@@ -92,17 +92,26 @@ def apply_children(
     children applied directly, with 10.5 s (p50) from a VLLMService to its Deployment. The
     status passes its progress triggers wait for this pass on the service's lock. A child the
     API refuses does not keep the others out; the pass fails after them.
+
+    A Service goes to a pool of its own (`deps.service_applies`, a few threads): a Service
+    create waits in the API server behind the others in flight, and more of them at once only
+    made each slower and cost the API server more CPU (docs/operator-scale.md, 2026-12-05,
+    "Services a few at a time").
     """
 
     def one(manifest: dict[str, Any]) -> dict[str, Any] | None:
         return apply_child(deps, svc, manifest, seen, logger, fresh=fresh)
 
     wanted = [m for m in manifests if seen.only is None or m["kind"] in seen.only]
-    # the Deployment first; all but the last on the pool, the last on this thread (which would
-    # only wait otherwise)
-    wanted.sort(key=lambda m: m["kind"] != "Deployment")
-    outcomes = [(m["kind"], deps.children.submit(one, m)) for m in wanted[:-1]]
-    outcomes += [(m["kind"], _HERE.submit(one, m)) for m in wanted[-1:]]
+    services = [m for m in wanted if m["kind"] == "Service"]
+    others = sorted(
+        (m for m in wanted if m["kind"] != "Service"), key=lambda m: m["kind"] != "Deployment"
+    )
+    # the Deployment first; the others but the last on the pool, the last on this thread (which
+    # would only wait otherwise)
+    outcomes = [(m["kind"], deps.children.submit(one, m)) for m in others[:-1]]
+    outcomes += [(m["kind"], deps.service_applies.submit(one, m)) for m in services]
+    outcomes += [(m["kind"], _HERE.submit(one, m)) for m in others[-1:]]
     refused: ApiException | None = None
     deployment = None
     for kind, outcome in outcomes:

@@ -10,7 +10,7 @@ from typing import Any
 
 from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
-from vllm_operator.k8s.versions import NewestCopies, NewestVersions
+from vllm_operator.k8s.versions import NewestCopies
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.tuning.model_capacity import CapacityCache
@@ -41,13 +41,16 @@ class Deps:
     clock: Callable[[], datetime] = field(default=utc_now)
     # children a pass applies side by side (no child waits on another's slow create)
     children: Executor = field(default_factory=InlineExecutor)
+    # Services, a few at a time: their creates queue in the API server (handlers/children.py)
+    service_applies: Executor = field(default_factory=InlineExecutor)
     # Events, posted off the pass in the order submitted (an Event is not state)
     events: Executor = field(default_factory=InlineExecutor)
     # the engine profiles and the one cache of model capacities every service's pass shares
     catalog: Catalog = field(default_factory=load_catalog)
     capacity_cache: CapacityCache = field(default_factory=CapacityCache)
-    # the newest Deployment each status pass has used: an event older than it is read again
-    deployments: NewestVersions = field(default_factory=NewestVersions)
+    # the newest Deployment a pass has used or the Deployment watch has seen: an event older
+    # than it is read again, and a pass reports it when it is newer than what the pass applied
+    deployments: NewestCopies = field(default_factory=lambda: NewestCopies(shared=True))
     # the newest copy of each VLLMService (watch events, status writes): status passes and the
     # resync read it instead of the API server (handlers/cached_parent.py)
     services: NewestCopies = field(default_factory=NewestCopies)

@@ -112,9 +112,11 @@ def _reconcile(
     namespace, name = meta["namespace"], meta["name"]
     previous: dict[str, Any] = dict(body.get("status") or {})
     now = deps.clock()
-    if deps.deployments.older_than_seen(seen.children.get("Deployment")):
-        # an event delivered after a pass read a newer copy (k8s/versions.py): read it again
-        seen = Seen(pods=seen.pods, only=seen.only)
+    delivered = seen.children.get("Deployment")
+    newest = deps.deployments.newest_of(delivered)
+    if newest is not None and newest is not delivered:
+        # an event delivered after a newer copy was noted (k8s/versions.py): use that one
+        seen = Seen({**seen.children, "Deployment": newest}, pods=seen.pods, only=seen.only)
 
     effective = None
     problem: tuple[str, str] | None = None
@@ -152,6 +154,10 @@ def _reconcile(
         if previous and seen.only is None:
             prune_children(deps, svc, manifests, logger)
             sync_canary(deps, svc, logger)
+        # Its pods may have become ready while the pass waited for the other children (the
+        # Service's create queues in the API server): report the newest Deployment the watch
+        # has seen, so that one status write says Ready instead of two (not ready, then ready)
+        deployment = deps.deployments.newest_of(deployment)
         rollout = read_rollout(deployment or {})
         ready = deployment is not None and rollout.ready >= rollout.desired
         pods = seen.pods

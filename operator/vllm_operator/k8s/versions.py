@@ -92,13 +92,18 @@ class NewestCopies(NewestVersions):
     says None (the pass reads the object, as before).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, shared: bool = False) -> None:
+        """`shared`: keep and hand out the objects noted as they are, not deep copies: for
+        objects nobody changes (a watch's events, the API's answers) and many of them, where
+        the copies cost more CPU than anything else done with them (a fleet's Deployments)."""
         super().__init__()
+        self.shared = shared
         self._copies: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _noted_newer(self, key: tuple[str, str], obj: dict[str, Any]) -> None:
         if _valid(self._newest[key]):
-            self._copies[key] = copy.deepcopy(obj)  # the caller's may change after
+            # the caller's may change after, unless shared
+            self._copies[key] = obj if self.shared else copy.deepcopy(obj)
         else:
             self._copies.pop(key, None)
 
@@ -106,10 +111,22 @@ class NewestCopies(NewestVersions):
         self._copies.pop(key, None)
 
     def copy_of(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A deep copy of the newest copy noted (None: none, or none with a comparable version)."""
+        """A deep copy of the newest copy noted (None: none, or none with a comparable version);
+        shared: the object noted itself."""
         with self._lock:
             found = self._copies.get((namespace, name))
-        return copy.deepcopy(found) if found is not None else None
+        return copy.deepcopy(found) if found is not None and not self.shared else found
+
+    def newest_of(self, obj: dict[str, Any] | None) -> dict[str, Any] | None:
+        """`obj`, or a copy noted since that is newer than it (None stays None: no object)."""
+        key, version = _key_and_version(obj)
+        if key is None or version is None:
+            return obj
+        newer = self.copy_of(*key)
+        newer_version = _key_and_version(newer)[1]
+        if newer_version is None or compare_resource_versions(newer_version, version) != 1:
+            return obj
+        return newer
 
 
 def _key_and_version(obj: dict[str, Any] | None) -> tuple[tuple[str, str] | None, str | None]:
