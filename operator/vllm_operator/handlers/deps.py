@@ -48,8 +48,8 @@ class Deps:
     # the engine profiles and the one cache of model capacities every service's pass shares
     catalog: Catalog = field(default_factory=load_catalog)
     capacity_cache: CapacityCache = field(default_factory=CapacityCache)
-    # the newest Deployment a pass has used or the Deployment watch has seen: an event older
-    # than it is read again, and a pass reports it when it is newer than what the pass applied
+    # the newest Deployment a pass has used or the Deployment watch has seen: a pass uses it
+    # instead of an older event's, and of what it applied when that is older
     deployments: NewestCopies = field(default_factory=lambda: NewestCopies(shared=True))
     # the newest copy of each VLLMService (watch events, status writes): status passes and the
     # resync read it instead of the API server (handlers/cached_parent.py)
