@@ -247,6 +247,7 @@ async def on_vllmservice(body: kopf.Body, type: str | None, memo: kopf.Memo, **_
         memo.known.discard(key)
         memo.deps.deployments.forget(*key)  # its Deployment has the service's name
         memo.deps.services.forget(*key)
+        memo.deps.renders.forget(*key)
         return
     memo.deps.services.note(dict(body))
     if meta.get("deletionTimestamp") or not meta.namespace:

@@ -11,8 +11,10 @@ import kopf
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.render_support import CFG, svc
 from vllm_operator.k8s.versions import NewestCopies, NewestVersions, compare_resource_versions
 from vllm_operator.main import on_vllmservice
+from vllm_operator.render.memo import RenderMemo
 
 VERSIONS = st.integers(min_value=1, max_value=10**30)
 NOT_VERSIONS = st.sampled_from(["", "0", "007", "12a", "-3", "1.5", " 12", "١٢"])
@@ -94,8 +96,10 @@ def test_a_forgotten_object_keeps_no_entry_and_no_copy_of_it_is_stale() -> None:
 def test_the_event_handler_keeps_the_newest_copy_and_forgets_a_deleted_service() -> None:
     submitted: list[tuple[str, str]] = []
     spec_passes = SimpleNamespace(submit=lambda key, body: submitted.append(key))
-    deps = SimpleNamespace(deployments=NewestVersions(), services=NewestCopies())
+    deps = SimpleNamespace(deployments=NewestVersions(), services=NewestCopies(),
+                           renders=RenderMemo())  # fmt: skip
     memo = kopf.Memo(known=set(), deps=deps, spec_passes=spec_passes)
+    deps.renders.render(svc({"metadata": {"name": "chat", "namespace": "team-a"}}), CFG)
 
     def event(kind: str | None, version: str) -> None:
         body = kopf.Body({"metadata": {**deployment(version)["metadata"], "generation": 1}})
@@ -108,6 +112,7 @@ def test_the_event_handler_keeps_the_newest_copy_and_forgets_a_deleted_service()
     assert submitted == [("team-a", "chat"), ("team-a", "chat")]  # no status yet: unreconciled
     event("DELETED", "310")
     assert len(deps.deployments) == 0 and len(deps.services) == 0 and not memo.known
+    assert len(deps.renders) == 0
     assert deps.services.copy_of("team-a", "chat") is None
 
 

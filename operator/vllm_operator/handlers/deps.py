@@ -12,6 +12,7 @@ from vllm_operator.config import OperatorConfig, load_operator_config
 from vllm_operator.k8s.client import Kube, KubeClient, build_api_client
 from vllm_operator.k8s.versions import NewestCopies
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
+from vllm_operator.render.memo import RenderMemo
 from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.tuning.model_capacity import CapacityCache
 
@@ -54,6 +55,7 @@ class Deps:
     # the newest copy of each VLLMService (watch events, status writes): status passes and the
     # resync read it instead of the API server (handlers/cached_parent.py)
     services: NewestCopies = field(default_factory=NewestCopies)
+    renders: RenderMemo = field(default_factory=RenderMemo)
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:

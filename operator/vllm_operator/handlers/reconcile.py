@@ -27,7 +27,7 @@ from vllm_operator.handlers.canary import sync_canary
 from vllm_operator.handlers.children import Seen, api_reason, apply_children, prune_children
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.status_write import apply_status, retry_on_stale_read
-from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError, render_all
+from vllm_operator.render import PolicyError, RenderError, UnknownGPUTypeError
 from vllm_operator.render.overrides import overrides_from_status
 from vllm_operator.status.gpu import bound_nodes, summarize_gpu
 from vllm_operator.status.pods import crash_looping, selector_for, unschedulable
@@ -123,7 +123,7 @@ def _reconcile(
     gpu: dict[str, Any] | None = None
     try:
         svc = VLLMService.model_validate(body)
-        rendered = render_all(svc, deps.cfg, overrides_from_status(svc))
+        rendered = deps.renders.render(svc, deps.cfg, overrides_from_status(svc))
         manifests, effective = rendered.manifests, rendered.effective_status()
     except ValidationError as exc:
         # The API server's schema should have refused this; it can still happen for objects
