@@ -2,7 +2,9 @@
 
 Rules (docs/architecture.md §4.7): StrictUndefined, each value through `tojson` (JSON is YAML, so a
 value can never break the document structure), output parsed with a safe YAML loader at once and
-checked. An operator may point `templateDir` at its own templates; a file there replaces the
+checked. For the built-in templates only the layout around the values is parsed as YAML, once
+per layout, and the values are read back as JSON (render/skeleton.py says when that is the
+same). An operator may point `templateDir` at its own templates; a file there replaces the
 built-in one of the same name, and the same checks apply.
 """
 
@@ -16,6 +18,7 @@ import jinja2
 import yaml
 
 from vllm_operator.render.errors import TemplateOutputError
+from vllm_operator.render.skeleton import fill, recording, stand_in
 
 # libyaml's safe loader when PyYAML has it (its wheels do): parsing the rendered text was the
 # largest CPU cost of a reconcile pass in the operator-scale profile. Same safe constructors.
@@ -27,7 +30,7 @@ def _tojson(value: Any) -> str:
     act as a YAML line break; an undefined value fails here instead of serialising oddly."""
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
-    return json.dumps(value, ensure_ascii=True)
+    return stand_in(value, json.dumps(value, ensure_ascii=True))
 
 
 @functools.lru_cache(maxsize=8)
@@ -68,6 +71,18 @@ def _parse(text: str) -> Any:
     return yaml.load(text, Loader=_SAFE_LOADER) if wire is None else json.loads(wire)
 
 
+def _layout_filled(template: jinja2.Template, values: dict[str, Any]) -> Any | None:
+    """The document, with only the template's own layout parsed as YAML (render/skeleton.py);
+    None: parse the whole text instead."""
+    with recording() as texts:
+        layout = template.render(**values)
+    try:
+        wire = _parsed_as_json(layout)
+    except yaml.YAMLError:
+        return None  # the whole text says where
+    return None if wire is None else fill(json.loads(wire), texts)
+
+
 def render_manifest(
     name: str,
     values: dict[str, Any],
@@ -79,11 +94,14 @@ def render_manifest(
     """Render template `name` with `values`; the result must be one `kind` manifest."""
     where = f"template {name}"
     try:
-        text = _environment(template_dir).get_template(name).render(**values)
+        template = _environment(template_dir).get_template(name)
+        # an operator's own templates may use tojson's output otherwise than as a whole value
+        doc = _layout_filled(template, values) if template_dir is None else None
+        text = "" if doc is not None else template.render(**values)
     except jinja2.TemplateError as exc:
         raise TemplateOutputError(where, f"cannot render: {exc}") from None
     try:
-        doc = _parse(text)
+        doc = _parse(text) if doc is None else doc
     except yaml.YAMLError as exc:
         raise TemplateOutputError(where, f"output is not valid YAML: {exc}") from None
     if not isinstance(doc, dict):
