@@ -174,6 +174,7 @@ def start_watches(memo: kopf.Memo, deps: Deps) -> None:
         raise TypeError("the watches need k8s/client.py's KubeClient")
     stuck, deployment_changed = status_submitters(memo)
     memo.pods = PodWatches(deps.kube, namespaces, stuck, memo.stop_pods)
+    deps.pods_of = memo.pods.pods_of
     memo.pods.start()
     watches = start_deployment_watches(deps.kube, namespaces, deployment_changed, memo.stop_pods)
     if memo.gate is not None:  # HA: a replica that starts holding the Lease catches up

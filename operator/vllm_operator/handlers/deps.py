@@ -56,6 +56,11 @@ class Deps:
     # resync read it instead of the API server (handlers/cached_parent.py)
     services: NewestCopies = field(default_factory=NewestCopies)
     renders: RenderMemo = field(default_factory=RenderMemo)
+    # a service's pods as the operator's pod watch has them (None: not listed yet, or no
+    # watch): main.py sets it; without it a pass that needs the pods lists them
+    pods_of: Callable[[tuple[str, str]], list[dict[str, Any]] | None] = field(
+        default=lambda _key: None
+    )
 
 
 def build_deps(env: Mapping[str, str]) -> Deps:

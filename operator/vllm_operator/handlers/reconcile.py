@@ -160,7 +160,8 @@ def _reconcile(
         deployment = deps.deployments.newest_of(deployment)
         rollout = read_rollout(deployment or {})
         ready = deployment is not None and rollout.ready >= rollout.desired
-        pods = seen.pods
+        # a spec pass has no pods from an event: the pod watch's table has them (pod_watch.py)
+        pods = seen.pods if seen.pods is not None else deps.pods_of((namespace, name))
         fallbacks = bool(svc.spec.gpu.fallback_types)  # only then do the nodes say the type
         wanted = fallbacks or not ready
         if pods is None and wanted and rollout.current > 0:  # a new Deployment has no pods
