@@ -30,12 +30,14 @@ JSON_LIKE = st.recursive(
 @settings(max_examples=400)
 @given(JSON_LIKE)
 def test_what_it_calls_the_same_yaml_reads_as_json_does(value: Any) -> None:
-    text = json.dumps(value, ensure_ascii=True)
+    wire = json.dumps(value, ensure_ascii=True)
     if reads_the_same_in_yaml(value):
-        assert yaml.load(text, Loader=LOADER) == json.loads(text)
+        assert yaml.load(templates._tojson(value), Loader=LOADER) == json.loads(wire)
 
 
-@pytest.mark.parametrize("value", [1e-05, 1e16, float("inf"), "😀", "\ud800", {"k": [0.5, "😀"]}])
+@pytest.mark.parametrize(
+    "value", [1e-05, 1e16, float("inf"), "\ud800", {"k": [0.5, "a\udfff"]}, {"k" * 1001: 1}]
+)
 def test_values_yaml_reads_otherwise_are_named(value: Any) -> None:
     assert not reads_the_same_in_yaml(value)
 
@@ -75,7 +77,22 @@ def test_a_value_yaml_reads_otherwise_means_the_whole_text() -> None:
 
 
 def test_outside_recording_tojson_writes_the_json() -> None:
-    assert stand_in({"a": 1}, '{"a": 1}') == '{"a": 1}'
+    assert stand_in({"a": 1}, '{"a": 1}') is None
+    assert templates._tojson({"a": [1, "b"]}) == '{"a": [1, "b"]}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["😀", "model-😀-x", "a\\ud83d\\ude00", "\\😀", "日本語-🚀🚀", "\\U0001f600"],
+)
+def test_a_character_beyond_the_basic_plane_reaches_the_manifest_as_it_is(text: str) -> None:
+    """JSON writes it as a surrogate pair, which YAML refuses; tojson writes YAML's escape."""
+    assert yaml.load(templates._tojson([text]), Loader=LOADER) == [text]
+    service = svc({"spec": {"servedModelName": text}})
+    for whole_text in (False, True):
+        (deployment, *_) = _rendered(service, whole_text=whole_text)
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--served-model-name") + 1] == text
 
 
 def _rendered(service: Any, *, whole_text: bool) -> Any:

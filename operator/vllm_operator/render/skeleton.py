@@ -8,10 +8,10 @@ JSON; the text left, the template's own layout, is the same for every service of
 shape, so its parse is cached, and `fill` puts each value back into the parsed document as
 json.loads reads it.
 
-That is the same document the whole text gives only where YAML reads each JSON value as JSON
-does and each placeholder is a whole YAML value. `fill` says None otherwise (the caller then
-parses the whole text): a value YAML reads differently (`reads_the_same_in_yaml`), a
-placeholder inside a longer string or a key, one missing or used twice.
+That is the same document the whole text gives only where YAML reads each value as JSON does
+and each placeholder is a whole YAML value. `fill` says None otherwise (the caller then parses
+the whole text): a value YAML reads differently (`reads_the_same_in_yaml`), a placeholder inside
+a longer string or a key, one missing or used twice.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ _MARK = "@@vllmop-value-"
 _PLACEHOLDER = re.compile(r"@@vllmop-value-(\d+)@@")
 # YAML 1.1 (PyYAML) reads a float only with a dot: 1e-05 is the string "1e-05" to it
 _PLAIN_FLOAT = re.compile(r"-?[0-9]+\.[0-9]+")
+_LONGEST_KEY = 1000  # characters; YAML's limit is 1024, counted with what follows the key
 
 _recording = threading.local()
 
@@ -43,34 +44,41 @@ def recording() -> Iterator[list[str | None]]:
         _recording.texts = None
 
 
-def stand_in(value: Any, text: str) -> str:
-    """What `tojson` writes for `value` (`text`: its JSON): `text`, or a placeholder while
-    recording."""
+def stand_in(value: Any, text: str) -> str | None:
+    """While recording, what `tojson` writes for `value` (`text`: its JSON): a placeholder;
+    None when not recording."""
     texts: list[str | None] | None = getattr(_recording, "texts", None)
     if texts is None:
-        return text
+        return None
     texts.append(text if reads_the_same_in_yaml(value) else None)
     return f'"{_MARK}{len(texts) - 1}@@"'
 
 
 def reads_the_same_in_yaml(value: Any) -> bool:
-    """Whether PyYAML's safe loader reads `json.dumps(value, ensure_ascii=True)` as json.loads
-    does. Not so: floats written with an exponent or not finite, and characters outside the
-    Basic Multilingual Plane (JSON writes surrogate pairs, which YAML refuses)."""
+    """Whether PyYAML's safe loader reads what `tojson` writes for `value` as json.loads reads
+    its JSON. Not so: floats written with an exponent or not finite, and lone surrogates (no
+    text from the API server has them: it speaks UTF-8)."""
     if value is None or isinstance(value, bool | int):
         return True
     if isinstance(value, str):
-        return not any(ord(c) >= 0xD800 and (ord(c) <= 0xDFFF or ord(c) > 0xFFFF) for c in value)
+        return not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
     if isinstance(value, float):
         return math.isfinite(value) and _PLAIN_FLOAT.fullmatch(json.dumps(value)) is not None
     if isinstance(value, list | tuple):
         return all(map(reads_the_same_in_yaml, value))
     if isinstance(value, dict):
-        return all(
-            isinstance(k, str) and reads_the_same_in_yaml(k) and reads_the_same_in_yaml(v)
-            for k, v in value.items()
-        )
+        return all(_plain_key(k) and reads_the_same_in_yaml(v) for k, v in value.items())
     return False
+
+
+def _plain_key(key: Any) -> bool:
+    """A key YAML reads in a flow mapping as JSON does: YAML takes no implicit key longer than
+    1024 characters (its JSON is never shorter than what tojson writes)."""
+    return (
+        isinstance(key, str)
+        and reads_the_same_in_yaml(key)
+        and len(json.dumps(key, ensure_ascii=True)) <= _LONGEST_KEY
+    )
 
 
 class _MismatchError(Exception):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 import jinja2
@@ -25,12 +26,32 @@ from vllm_operator.render.skeleton import fill, recording, stand_in
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# A character beyond U+FFFF as JSON escapes it (a surrogate pair), which YAML refuses; each match
+# is one escape, so an escaped backslash followed by "u" is never read as one
+_ESCAPE = re.compile(r"\\(?:u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|.)")
+
+
+def _astral_escaped(wire: str) -> str:
+    """`wire` (JSON) with each surrogate pair written as YAML's \\U escape of its character."""
+
+    def one(found: re.Match[str]) -> str:
+        if found.group(1) is None:
+            return found.group(0)
+        high, low = int(found.group(1), 16), int(found.group(2), 16)
+        return f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
+
+    return _ESCAPE.sub(one, wire) if "\\ud" in wire else wire
+
+
 def _tojson(value: Any) -> str:
     """JSON in the dict order Python built (readable manifests), ASCII-only so no character can
-    act as a YAML line break; an undefined value fails here instead of serialising oddly."""
+    act as a YAML line break, and a character beyond U+FFFF as YAML's escape of it; an undefined
+    value fails here instead of serialising oddly."""
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
-    return stand_in(value, json.dumps(value, ensure_ascii=True))
+    wire = json.dumps(value, ensure_ascii=True)
+    placeholder = stand_in(value, wire)
+    return _astral_escaped(wire) if placeholder is None else placeholder
 
 
 @functools.lru_cache(maxsize=8)
