@@ -57,6 +57,15 @@ def test_a_status_pass_on_the_same_inputs_does_not_render_again(renders: Countin
     _same(first, again)
 
 
+def test_render_all_reads_no_metadata_but_the_name_namespace_and_uid() -> None:
+    """The memo's key holds only those of the metadata: were the renderer to read labels or
+    annotations, a status pass would report a render of the old ones."""
+    busy = {**STORED["metadata"], "labels": {"team": "a"}, "annotations": {"note": "b"},
+            "generation": 7, "resourceVersion": "99", "creationTimestamp": "2026-12-05T14:00:00Z",
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}]}  # fmt: skip
+    _same(render_all(svc({**STORED, "metadata": busy}), CFG), render_all(svc(STORED), CFG))
+
+
 def test_each_caller_gets_manifests_of_its_own(renders: Counting) -> None:
     memo, service = RenderMemo(), svc(STORED)
     first = memo.render(service, CFG)

@@ -21,6 +21,7 @@ from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.config import OperatorConfig
 from vllm_operator.render.args import NO_OVERRIDES
 from vllm_operator.render.core import RenderResult, render_all
+from vllm_operator.render.templates import lossless_json
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class RenderMemo:
             entry = self._last.get(key)
         if entry is None or entry.inputs != inputs or entry.cfg is not cfg:
             result = render_all(svc, cfg, overrides)
-            manifests = _as_json(result.manifests)
+            manifests = lossless_json(result.manifests)
             if manifests is not None:
                 entry = _Entry(inputs, cfg, manifests, result.effective, tuple(result.warnings))
                 with self._lock:
@@ -72,12 +73,3 @@ class RenderMemo:
     def __len__(self) -> int:
         with self._lock:
             return len(self._last)
-
-
-def _as_json(manifests: list[dict[str, Any]]) -> str | None:
-    """`manifests` as JSON, or None when reading it back would not give them unchanged."""
-    try:
-        wire = json.dumps(manifests)
-    except (TypeError, ValueError):
-        return None
-    return wire if json.loads(wire) == manifests else None

@@ -78,7 +78,11 @@ def _parsed_as_json(text: str) -> str | None:
     """`text` parsed, kept as JSON: every pass of a service renders the same few texts again,
     and parsing YAML costs about ten times what reading its JSON does. None: the document does
     not survive JSON unchanged (a date, a number as a key), so it is parsed every time."""
-    doc = yaml.load(text, Loader=_SAFE_LOADER)
+    return lossless_json(yaml.load(text, Loader=_SAFE_LOADER))
+
+
+def lossless_json(doc: Any) -> str | None:
+    """`doc` as JSON, or None when reading that back would not give `doc` unchanged."""
     try:
         wire = json.dumps(doc)
     except (TypeError, ValueError):
