@@ -27,7 +27,7 @@ from typing import Any
 from vllm_operator import constants as c
 from vllm_operator.handlers.passes import retry_delay
 from vllm_operator.handlers.pod_watch import SELECTOR
-from vllm_operator.k8s.client import KubeClient
+from vllm_operator.k8s.client import KubeClient, namespace_scopes
 from vllm_operator.k8s.listwatch import ListWatchThread
 from vllm_operator.status.pods import ServiceKey
 
@@ -100,7 +100,7 @@ def start_deployment_watches(
     kube: KubeClient, namespaces: tuple[str, ...], changed: Changed, stop: threading.Event
 ) -> list[DeploymentWatch]:
     """One watch per watched namespace (`run -n`), or one for the cluster, started."""
-    watches = [DeploymentWatch(kube, ns, changed, stop) for ns in namespaces or (None,)]
+    watches = [DeploymentWatch(kube, ns, changed, stop) for ns in namespace_scopes(namespaces)]
     for watch in watches:
         watch.start()
     return watches

@@ -17,14 +17,14 @@ from typing import Any
 from vllm_operator import constants as c
 from vllm_operator.handlers.deps import Deps
 from vllm_operator.handlers.passes import PassQueue
+from vllm_operator.k8s.client import namespace_scopes
 
 log = logging.getLogger("vllm_operator.periodic")
 
 
 def list_services(deps: Deps, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
-    if not namespaces:
-        return deps.kube.list(c.API_VERSION, c.KIND, None)
-    return [obj for ns in namespaces for obj in deps.kube.list(c.API_VERSION, c.KIND, ns)]
+    scopes = namespace_scopes(namespaces)
+    return [obj for ns in scopes for obj in deps.kube.list(c.API_VERSION, c.KIND, ns)]
 
 
 async def run_periodically(

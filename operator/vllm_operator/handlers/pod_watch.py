@@ -18,7 +18,7 @@ from typing import Any
 
 from vllm_operator import constants as c
 from vllm_operator.handlers.passes import retry_delay
-from vllm_operator.k8s.client import KubeClient
+from vllm_operator.k8s.client import KubeClient, namespace_scopes
 from vllm_operator.k8s.listwatch import ListWatchThread
 from vllm_operator.status.pods import PodTable, ServiceKey
 
@@ -83,8 +83,7 @@ class PodWatches:
         news: Callable[[ServiceKey], None],
         stop: threading.Event,
     ) -> None:
-        scopes: tuple[str | None, ...] = namespaces or (None,)
-        self.watches = {ns: PodWatch(kube, ns, news, stop) for ns in scopes}
+        self.watches = {ns: PodWatch(kube, ns, news, stop) for ns in namespace_scopes(namespaces)}
 
     def start(self) -> None:
         for watch in self.watches.values():

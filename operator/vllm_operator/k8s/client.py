@@ -87,6 +87,11 @@ def resource_path(
     return f"{path}/{name}" if name else path
 
 
+def namespace_scopes(namespaces: tuple[str, ...]) -> tuple[str | None, ...]:
+    """Each namespace the operator watches (`run -n`), or None alone: the whole cluster."""
+    return namespaces or (None,)
+
+
 class Kube(Protocol):
     """What the handlers need from the API server; KubeClient is the real one, the component
     tier's recording fake (tests/support/fake_kube.py) another."""
