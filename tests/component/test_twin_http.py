@@ -293,6 +293,44 @@ def test_bad_requests() -> None:
     asyncio.run(main())
 
 
+def test_bodies_vllm_parses_and_errors_in_vllms_json_shape() -> None:
+    """What aiohttp would answer in plain text or a 500 is answered as vLLM does."""
+
+    async def main() -> None:
+        async with twin() as (s, base):
+            url = f"{base}/v1/completions"
+            nested = b'{"prompt": "a", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+            headers = {"Content-Type": "application/json"}
+            async with s.post(url, data=nested, headers=headers) as r:
+                assert r.status == 400
+                assert (await r.json())["error"]["message"] == "There was an error parsing the body"
+            # the charset parameter is not read: the bytes are JSON, as for Starlette
+            odd = {"Content-Type": "application/json; charset=bogus"}
+            async with s.post(url, data=b'{"prompt": "a", "max_tokens": 1}', headers=odd) as r:
+                assert r.status == 200
+            # one word of 2 MB is one token: over aiohttp's 1 MiB default, within the context
+            async with s.post(url, json={"prompt": "x" * 2_000_000, "max_tokens": 1}) as r:
+                assert r.status == 200
+            async with s.post(url, json={"prompt": "a", "n": 10**30}) as r:
+                assert r.status == 400 and (await r.json())["error"]["param"] == "n"
+            async with s.get(f"{base}/nowhere") as r:
+                assert r.status == 404 and r.content_type == "application/json"
+                assert await r.json() == {
+                    "error": {"message": "Not Found", "type": "Not Found", "param": None,
+                              "code": 404}
+                }  # fmt: skip
+            async with s.get(url) as r:
+                assert r.status == 405 and "POST" in r.headers["Allow"]
+                assert (await r.json())["error"]["type"] == "Method Not Allowed"
+            # and it still serves, with nothing left running
+            async with s.post(url, json={"prompt": "a", "max_tokens": 2}) as r:
+                assert r.status == 200
+            text = await scrape(s, base)
+            assert sample(text, f"vllm:num_requests_running{{{ME}}}") == 0
+
+    asyncio.run(main())
+
+
 def test_client_disconnect_aborts_the_request_in_the_engine() -> None:
     async def main() -> None:
         async with twin("--time-scale", "1") as (s, base):

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vllm_twin.server.openai import (
     RequestError,
@@ -77,6 +79,28 @@ def test_chat_tokens_count_text_parts() -> None:
         ({"prompt": "a", "max_tokens": "9"}, False, "max_tokens must be an integer"),
         ({"prompt": "a", "n": 0}, False, "n must be at least 1"),
         ({"messages": []}, True, "messages must be a non-empty list"),
+        ({"prompt": "a", "n": 16385}, False, "n must be at most 16384"),
+        ({"prompt": "a", "n": 10**30}, False, "n must be at most 16384"),
+        ({"prompt": "a", "stream": 2}, False, "stream must be a boolean"),
+        ({"prompt": "a", "stream": [1]}, False, "stream must be a boolean"),
+        ({"prompt": "a", "stream": "maybe"}, False, "stream must be a boolean"),
+        ({"prompt": "a", "stream_options": {"include_usage": True}}, False, "`stream=True`"),
+        ({"prompt": "a", "stream": True, "stream_options": "x"}, False, "must be an object"),
+        (
+            {"prompt": "a", "stream": True, "stream_options": {"include_usage": 3}},
+            False,
+            "stream_options.include_usage must be a boolean",
+        ),
+        ({"prompt": "a", "model": 5}, False, "model must be a string"),
+        ({"messages": [1, 2]}, True, r"messages\[0\] must be an object with a string role"),
+        ({"messages": [{"content": "hi"}]}, True, "with a string role"),
+        ({"messages": [{"role": "user", "content": 5}]}, True, "string or a list of parts"),
+        ({"messages": [{"role": "user", "content": [7]}]}, True, r"content\[0\] must be an"),
+        (
+            {"messages": [{"role": "user", "content": [{"text": 5}]}]},
+            True,
+            r"content\[0\].text must be a string",
+        ),
     ],
 )
 def test_refusals(body: dict[str, Any], chat: bool, message: str) -> None:
@@ -97,3 +121,45 @@ def test_overload_body_is_vllms_exact_bytes() -> None:
     assert overload_body("busy.") == (
         b'{"error":{"message":"busy.","type":"Service Unavailable","param":null,"code":503}}'
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), (False, False), (None, False), (1, True), (0, False), ("true", True),
+     ("False", False), ("yes", True), ("off", False), (" 1 ", True)],
+)  # fmt: skip
+def test_stream_reads_booleans_as_vllms_pydantic_model_does(value: Any, expected: bool) -> None:
+    assert work({"prompt": "a", "stream": value}).stream is expected
+
+
+def test_stream_options_may_be_empty_or_null_without_stream() -> None:
+    assert not work({"prompt": "a", "stream_options": {}}).include_usage
+    assert not work({"prompt": "a", "stream_options": None}).include_usage
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELDS = ("prompt", "messages", "max_tokens", "max_completion_tokens", "n", "priority", "stream",
+          "stream_options", "model")  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=6), st.booleans())
+def test_any_body_is_work_or_a_one_line_400(body: dict[str, Any], chat: bool) -> None:
+    """Whatever a client sends: sane work for the engine, or a RequestError whose JSON body is
+    vLLM's error shape on one line, never another exception (a 500 in the server)."""
+    try:
+        w = work(body, chat=chat)
+    except RequestError as exc:
+        payload = json.loads(exc.body())
+        assert set(payload["error"]) == {"message", "type", "param", "code"}
+        assert "\n" not in exc.message and payload["error"]["code"] == 400
+        return
+    assert 1 <= w.n <= 16384 and w.max_tokens >= 1 and w.prompt_tokens >= 1
+    assert isinstance(w.stream, bool) and isinstance(w.include_usage, bool)
+    assert w.model is None or isinstance(w.model, str)

@@ -15,6 +15,7 @@ from vllm_operator.sim.engine import Engine
 from vllm_twin.exposition import Registry
 from vllm_twin.server.auth import build_auth_middleware
 from vllm_twin.server.driver import EngineDriver, NullObserver, Observer
+from vllm_twin.server.errors import MAX_BODY_BYTES, json_http_errors
 from vllm_twin.server.http_metrics import HttpMetrics
 from vllm_twin.server.routes import STATE, ServeOptions, TwinState, add_routes, unix_now
 from vllm_twin.server.vllm_metrics import VllmMetrics, cache_config_labels
@@ -42,10 +43,11 @@ def build_app(
         )
     driver = EngineDriver(engine, observer, clock=clock, time_scale=options.time_scale)
     http = HttpMetrics(registry, elapsed=driver.now)
-    middlewares: list[Middleware] = [http.middleware]
-    if options.api_keys:  # inside the HTTP metrics, so a 401 is counted like any answer
+    # inside the HTTP metrics, so that a 401 or a 404 is counted like any answer
+    middlewares: list[Middleware] = [http.middleware, json_http_errors]
+    if options.api_keys:
         middlewares.append(build_auth_middleware(options.api_keys))
-    app = web.Application(middlewares=middlewares)
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
     app[STATE] = TwinState(driver, options, registry, max_model_len, unix_now())
     add_routes(app)
     app.cleanup_ctx.append(_run_driver)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.sim.engine import MAX_N_SEQUENCES
+
 OUTPUT_WORD = " tok"
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default, which vLLM keeps
 
@@ -86,21 +88,54 @@ def count_prompt_tokens(prompt: Any) -> int:
     raise RequestError("prompt must be a string or a list of token ids", param="prompt")
 
 
-def _message_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
+def _message_text(content: Any, where: str) -> str:
+    """A message's text; its content as vLLM's request model accepts it: none, a string, or a
+    list of parts (objects), whose `text`, where there is one, is a string."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise RequestError(f"{where} must be a string or a list of parts", param=where)
+    texts = []
+    for k, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise RequestError(f"{where}[{k}] must be an object", param=f"{where}.{k}")
+        text = part.get("text", "")
+        if not isinstance(text, str):
+            raise RequestError(f"{where}[{k}].text must be a string", param=f"{where}.{k}.text")
+        texts.append(text)
+    return " ".join(texts)
 
 
 def count_chat_tokens(messages: Any) -> int:
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list", param="messages")
-    words = sum(
-        len(_message_text(m.get("content")).split()) for m in messages if isinstance(m, dict)
-    )
+    words = 0
+    for k, message in enumerate(messages):
+        # vLLM's message model requires a role (any string: custom roles pass) and validates
+        # the content; a message of another shape is a 400, not a message of no words
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise RequestError(
+                f"messages[{k}] must be an object with a string role", param=f"messages.{k}"
+            )
+        words += len(_message_text(message.get("content"), f"messages.{k}.content").split())
     return max(1, words)  # a chat template always renders some tokens
+
+
+# pydantic's lax booleans, which vLLM's request models (pydantic) accept for a bool field
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+
+
+def _bool_field(body: Mapping[str, Any], name: str, where: str | None = None) -> bool:
+    value = body.get(name)
+    name = where or name
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise RequestError(f"{name} must be a boolean, got {value!r}", param=name)
 
 
 def parse_work(body: Mapping[str, Any], *, chat: bool, max_model_len: int) -> WorkRequest:
@@ -130,17 +165,30 @@ def parse_work(body: Mapping[str, Any], *, chat: bool, max_model_len: int) -> Wo
     n = 1 if n is None else n
     if n < 1:
         raise RequestError(f"n must be at least 1, got {n}.", param="n")
+    if n > MAX_N_SEQUENCES:
+        raise RequestError(f"n must be at most {MAX_N_SEQUENCES}, got {n}.", param="n")
     priority = _int_field(body, "priority", 0)
-    options = body.get("stream_options") or {}
+    stream = _bool_field(body, "stream")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise RequestError("stream_options must be an object", param="stream_options")
+    if options and not stream:
+        # vLLM's validate_stream_options (an empty object passes, as there)
+        raise RequestError(
+            "Stream options can only be defined when `stream=True`.", param="stream_options"
+        )
+    include_usage = _bool_field(options or {}, "include_usage", "stream_options.include_usage")
     model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError(f"model must be a string, got {model!r}", param="model")
     return WorkRequest(
         prompt_tokens=prompt,
         max_tokens=max_tokens,
         n=n,
         priority=priority or 0,
-        stream=bool(body.get("stream", False)),
-        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
-        model=model if isinstance(model, str) else None,
+        stream=stream,
+        include_usage=include_usage,
+        model=model,
     )
 
 

@@ -102,9 +102,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def _read_work(request: web.Request, chat: bool, state: TwinState) -> openai.WorkRequest:
     try:
-        body = await request.json()
+        # the bytes, as Starlette parses them for vLLM: a charset in Content-Type is not read
+        body = json.loads(await request.read())
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise openai.RequestError("the request body is not valid JSON") from None
+    except (RecursionError, ValueError):  # nested too deep for the parser, and the like
+        raise openai.RequestError("There was an error parsing the body") from None
     if not isinstance(body, dict):
         raise openai.RequestError("the request body must be a JSON object")
     work = openai.parse_work(body, chat=chat, max_model_len=state.max_model_len)

@@ -4,6 +4,7 @@ from vllm_operator.sim.engine.config import EngineConfig, ResolvedConfig, resolv
 from vllm_operator.sim.engine.engine import Engine
 from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile, StepCoefficients
 from vllm_operator.sim.engine.request import (
+    MAX_N_SEQUENCES,
     InvalidRequestError,
     Rejected,
     RequestEvent,
@@ -14,6 +15,7 @@ from vllm_operator.sim.engine.stats import EngineStats
 from vllm_operator.sim.engine.steptime import ConstantStepTime, StepTimeModel
 
 __all__ = [
+    "MAX_N_SEQUENCES",
     "ConstantStepTime",
     "Engine",
     "EngineConfig",

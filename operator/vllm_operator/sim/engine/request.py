@@ -49,6 +49,11 @@ class Rejected(NamedTuple):
     message: str  # vLLM's exact 503 body message
 
 
+# vLLM refuses a request asking for more than VLLM_MAX_N_SEQUENCES completions (default 16384) in
+# SamplingParams._verify_args, before admission: a 400, never a queue of that many sequences.
+MAX_N_SEQUENCES = 16384
+
+
 class InvalidRequestError(ValueError):
     """A request vLLM would refuse with HTTP 400 (validation), not 503 (admission)."""
 
