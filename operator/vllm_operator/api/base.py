@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -44,3 +45,19 @@ class StatusModel(BaseModel):
         populate_by_name=True,
         extra="ignore",
     )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _utc(cls, value: Any) -> Any:
+        # A time written without a zone (by hand, by another tool: `format: date-time` lets
+        # "2026-11-29T12:00:00" through) is read as UTC, as the operator writes its own; a naive
+        # datetime would fail every comparison with the operator's aware clock.
+        if isinstance(value, datetime) and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        if isinstance(value, list | tuple) and any(
+            isinstance(v, datetime) and v.tzinfo is None for v in value
+        ):
+            fixed = [v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v
+                     for v in value]  # fmt: skip
+            return type(value)(fixed)
+        return value

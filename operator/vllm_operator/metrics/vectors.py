@@ -44,12 +44,16 @@ def _parse_sample(item: Any) -> Sample:
 
 
 def le_buckets(samples: Sequence[Sample]) -> tuple[tuple[float, float], ...]:
-    """A histogram's (le, value) pairs sorted by bound; series without `le` or NaN are left out."""
-    out = [
-        (float(le), s.value)
-        for s in samples
-        if (le := s.labels.get("le")) is not None and not math.isnan(s.value)
-    ]
+    """A histogram's (le, value) pairs sorted by bound; series without `le`, with a bound that is
+    not a number (a broken exporter or relabelling) or with NaN are left out."""
+    out = []
+    for s in samples:
+        try:
+            bound = float(s.labels["le"])
+        except (KeyError, ValueError):
+            continue
+        if not (math.isnan(bound) or math.isnan(s.value)):
+            out.append((bound, s.value))
     return tuple(sorted(out))
 
 

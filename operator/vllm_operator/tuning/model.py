@@ -29,6 +29,9 @@ ActionKind = Literal["ScaleReplicas", "SetBudget", "Rollback", "Hold"]
 # million sequences. Every figure must also be finite and >= 0. The metrics adapter checks these
 # same bounds and reports a breach as quality "invalid"; the constructors refuse one outright.
 RATE_MAX: Final = 1e6
+# the least per-pod capacity read back from status: below it (0, a subnormal: the CRD allows
+# both) the pods a load needs overflow; a real pod serves more than one request in 1,000 s
+CAPACITY_MIN: Final = 1e-3
 PLAUSIBLE_MAX: Final[Mapping[str, float]] = {
     "request_rate": RATE_MAX,
     "rejection_rate": RATE_MAX,

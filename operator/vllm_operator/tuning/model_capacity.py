@@ -51,6 +51,7 @@ HORIZON = 180.0  # seconds of arrivals each probe replays (after the planner's w
 PROBE_REQUESTS = 1500  # ... or fewer at high rates, down to MIN_HORIZON: a probe's cost is
 MIN_HORIZON = 20.0  # its requests, and ~1,500 give a p95 to within a few percent
 MIN_RATE, MAX_RATE = 0.05, 1024.0  # requests/s per pod the search spans
+MAX_TOKENS = 1 << 24  # a histogram edge past any model's context is not a length
 SEED = 0
 CACHE_SIZE = 4096
 
@@ -138,6 +139,12 @@ def capacity_key(
         return Unmeasured("spec.slo.ttftP95 is not set")
     prompt, output = load.workload.prompt, load.workload.output
     assert isinstance(prompt, Empirical) and isinstance(output, Empirical)
+    for name, dist in (("prompt", prompt), ("output", output)):
+        # a request has a token at least; a histogram that says less (edges below 1, a huge
+        # edge that overflows the moments) describes no workload the model can replay
+        usable = math.isfinite(dist.mean) and math.isfinite(dist.second_moment)
+        if not (usable and dist.mean >= 1 and dist.edges[-1] <= MAX_TOKENS):
+            return Unmeasured(f"the {name} token histogram has no usable buckets")
     engine = spec.engine
     return CapacityKey(
         gpu=load.gpu,

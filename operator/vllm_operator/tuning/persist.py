@@ -7,6 +7,7 @@ pushing real decisions out of the list; restart_times keeps only the restart win
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import cast, get_args
 
@@ -29,7 +30,10 @@ from vllm_operator.api.status import (
     TuningStatus,
     WindowSample,
 )
+from vllm_operator.tuning.forecast import READY_TIME_MAX
 from vllm_operator.tuning.model import (
+    CAPACITY_MIN,
+    RATE_MAX,
     BudgetKey,
     Canary,
     Capacity,
@@ -87,9 +91,17 @@ def state_from_status(
         restart_times=tuple(status.restart_times),
         pending=pending,
         holds=holds,
-        capacity=None if (c := status.capacity) is None else Capacity(c.per_pod, c.learned_at),
+        capacity=(
+            Capacity(c.per_pod, c.learned_at)
+            if (c := status.capacity) is not None and CAPACITY_MIN <= c.per_pod <= RATE_MAX
+            else None  # 0 or a subnormal (the CRD allows them) would divide the pods needed
+        ),
         canary=canary,
-        ready_time=None if (r := status.ready_time) is None else ReadyTime(r.seconds, r.learned_at),
+        ready_time=(
+            ReadyTime(min(r.seconds, READY_TIME_MAX), r.learned_at)
+            if (r := status.ready_time) is not None and math.isfinite(r.seconds)
+            else None
+        ),
         arrivals=tuple(
             RateSample(w.time, w.figures[_RATE]) for w in status.window if _RATE in w.figures
         ),
