@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import NoReturn, TypeVar
+from typing import Final, NoReturn, TypeVar
 
 from vllm_operator import __version__
 
 T = TypeVar("T")
+DAY: Final = 86400.0
 
 # name -> one-line help. The module vllm_operator.commands.<name> holds the rest.
 COMMANDS: dict[str, str] = {
@@ -37,6 +39,34 @@ def look_up(flag: str, lookup: Callable[[str], T], name: str) -> T:
         return lookup(name)
     except KeyError as exc:
         raise UsageError(f"{flag}: {exc.args[0]}") from None
+
+
+def check_number(value: float, low: float, high: float, *, open_low: bool = False) -> float:
+    """`value` when finite and in [low, high] ((low, high] with open_low); ArgumentTypeError."""
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
+    if value < low or (open_low and value == low) or value > high:
+        bracket = "(" if open_low else "["
+        raise argparse.ArgumentTypeError(f"must be in {bracket}{low:g}, {high:g}], got {value:g}")
+    return value
+
+
+def bounded_seconds(
+    parse: Callable[[str], float], high: float, *, low: float = 0.0, open_low: bool = True
+) -> Callable[[str], float]:
+    """A duration flag: `parse` reads it (e.g. "500ms"), then the bounds apply.
+
+    A bare float parses up to 1e308 and inf; bounding it keeps a 400-digit SLO from overflowing
+    the arithmetic built on it."""
+
+    def seconds(text: str) -> float:
+        try:
+            value = parse(text)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise argparse.ArgumentTypeError(str(exc) or f"not a duration: {text!r}") from None
+        return check_number(value, low, high, open_low=open_low)
+
+    return seconds
 
 
 class OneLineParser(argparse.ArgumentParser):

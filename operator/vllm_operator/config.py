@@ -29,6 +29,7 @@ from vllm_operator.api.durations import Duration
 from vllm_operator.api.errors import error_message, format_validation_error
 from vllm_operator.api.policy import PolicyConfig
 from vllm_operator.catalog import CatalogError, GPUCatalog, build_gpu_catalog
+from vllm_operator.commands.yamlinput import one_line_yaml_error
 from vllm_operator.constants import DEFAULT_IMAGE
 
 ENV_PREFIX: Final = "VLLM_OPERATOR_"
@@ -129,8 +130,10 @@ def _read_yaml_map(path: str, what: str) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what}: {path}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{what}: {path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{what}: {path} is {one_line_yaml_error(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -118,3 +118,20 @@ def test_render_command_prints_warnings_to_stderr(
         f"warning: {tmp_path / 'svc.yaml'}: spec.monitoring: serviceMonitor and podMonitor are "
         "both on; Prometheus will scrape every pod twice\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"\xff\xfe", r"operator\.yaml: not UTF-8 text$"),
+        (b"a: [1\nb: 2\n", r"operator\.yaml is not valid YAML: line 2, column 2: expected ','"),
+    ],
+)
+def test_a_config_file_that_is_not_yaml_text_is_one_line(
+    tmp_path: Path, data: bytes, says: str
+) -> None:
+    config = tmp_path / "operator.yaml"
+    config.write_bytes(data)
+    with pytest.raises(UsageError, match=says) as caught:
+        _run(tmp_path, _doc(), "--config", str(config))
+    assert "\n" not in str(caught.value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -54,6 +55,19 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+MAX_TIME_SCALE = 1e4
+
+
+def time_scale(text: str) -> float:
+    # beyond this, the virtual clock outruns the wall clock's resolution and metrics turn to NaN
+    value = positive_float(text)
+    if value > MAX_TIME_SCALE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TIME_SCALE:g}, got {text!r}")
     return value
 
 
@@ -137,7 +151,7 @@ class _Extra:
 TWIN_EXTRAS: tuple[_Extra, ...] = (
     _Extra("--gpu", "VLLM_TWIN_GPU", str, DEFAULT_GPU, "GPU profile name"),
     _Extra("--sim-model", "VLLM_TWIN_SIM_MODEL", str, None, "model profile name"),
-    _Extra("--time-scale", "VLLM_TWIN_TIME_SCALE", positive_float, 1.0, "virtual s per wall s"),
+    _Extra("--time-scale", "VLLM_TWIN_TIME_SCALE", time_scale, 1.0, "virtual s per wall s"),
     _Extra("--sim-profiles", "VLLM_TWIN_SIM_PROFILES", str, None, "profiles YAML override"),
     _Extra("--sim-seed", "VLLM_TWIN_SIM_SEED", int, 0, "simulator seed"),
 )

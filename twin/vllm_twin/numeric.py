@@ -8,24 +8,16 @@ these instead. MAX_SCHEDULED caps how many requests one run may schedule.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
+
+from vllm_operator.cli import DAY, check_number
 
 MAX_SCHEDULED: Final = 1_000_000
-DAY: Final = 86400.0
 WEEK: Final = 7 * DAY
 INT32_MAX: Final = 2**31 - 1
-
-
-def check_number(value: float, low: float, high: float, *, open_low: bool = False) -> float:
-    """`value` when finite and in [low, high] ((low, high] with open_low); ArgumentTypeError."""
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
-    if value < low or (open_low and value == low) or value > high:
-        bracket = "(" if open_low else "["
-        raise argparse.ArgumentTypeError(f"must be in {bracket}{low:g}, {high:g}], got {value:g}")
-    return value
 
 
 def bounded_float(low: float, high: float, *, open_low: bool = False) -> Callable[[str], float]:
@@ -52,19 +44,20 @@ def bounded_int(low: int, high: int, parse: Callable[[str], int] = int) -> Calla
     return integer
 
 
-def bounded_seconds(
-    parse: Callable[[str], float], high: float, *, low: float = 0.0, open_low: bool = True
-) -> Callable[[str], float]:
-    """A duration flag: `parse` reads it (e.g. "500ms"), then the bounds apply."""
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(item) for item in value]
+    return value
 
-    def seconds(text: str) -> float:
-        try:
-            value = parse(text)
-        except (ValueError, argparse.ArgumentTypeError) as exc:
-            raise argparse.ArgumentTypeError(str(exc) or f"not a duration: {text!r}") from None
-        return check_number(value, low, high, open_low=open_low)
 
-    return seconds
+def json_text(value: Any) -> str:
+    """`value` as indented JSON, NaN and inf as null (a percentile of nothing completed is NaN,
+    which JSON has no spelling for)."""
+    return json.dumps(_finite_or_none(value), indent=2, allow_nan=False)
 
 
 def check_schedule_size(expected: float, what: str) -> None:

@@ -6,16 +6,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.durations import duration_arg
-from vllm_operator.cli import UsageError, look_up
+from vllm_operator.api.spec import DNS_LABEL_PATTERN
+from vllm_operator.cli import DAY, UsageError, bounded_seconds, look_up
 from vllm_operator.config import OperatorConfig
 from vllm_operator.planning.candidate import Target, service_name
 from vllm_operator.planning.evaluate import Setting
@@ -26,12 +29,15 @@ from vllm_operator.planning.planner import PlanResult, Sweep, plan
 from vllm_operator.planning.search import NoPlanError
 from vllm_operator.planning.workload import Workload
 from vllm_operator.sim.catalog import Catalog, load_catalog
-from vllm_operator.sim.engine.profiles import ProfileError
+from vllm_operator.sim.engine.profiles import ModelProfile, ProfileError
+from vllm_operator.sim.workload import LengthDist
 
 NAME = "plan"
 HELP = "Plan vLLM budgets, replicas and GPU type for a workload and an SLO, in the engine model."
 MAX_REPLICAS = 1024
 SWEEP_KNOBS = {f.flag.removeprefix("--"): f.dest for f in BUDGET_FIELDS}
+_SECONDS = bounded_seconds(duration_arg, DAY)
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _number(low: float, high: float, kind: Callable[[str], float] = float) -> Callable[[str], Any]:
@@ -66,14 +72,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--rate-multiplier", type=_number(1e-3, 1e4), default=1.0, metavar="X",
                    help="trace speed-up")  # fmt: skip
     w.add_argument("--service", metavar="NAMESPACE/NAME", help="the VLLMService to read or name")
-    w.add_argument("--window", type=duration_arg, default=3600.0, metavar="DURATION",
+    w.add_argument("--window", type=_SECONDS, default=3600.0, metavar="DURATION",
                    help="Prometheus range (default 1h)")  # fmt: skip
     w.add_argument("--prompt-len", metavar="DIST", help=f"prompt tokens: {SYNTAX}")
     w.add_argument("--output-len", metavar="DIST", help=f"output tokens: {SYNTAX}")
     s = p.add_argument_group("SLO")
-    s.add_argument("--slo-ttft", type=duration_arg, required=True, metavar="DURATION",
+    s.add_argument("--slo-ttft", type=_SECONDS, required=True, metavar="DURATION",
                    help="TTFT p95, e.g. 800ms")  # fmt: skip
-    s.add_argument("--slo-itl", type=duration_arg, metavar="DURATION", help="ITL p95, e.g. 50ms")
+    s.add_argument("--slo-itl", type=_SECONDS, metavar="DURATION", help="ITL p95, e.g. 50ms")
     s.add_argument("--max-rejection-ratio", type=_number(0, 1), default=0.01, metavar="R",
                    help="503 share (default 0.01)")  # fmt: skip
     o = p.add_argument_group("search and output")
@@ -138,7 +144,43 @@ def _service(text: str | None) -> tuple[str | None, str | None]:
     ns, sep, name = text.partition("/")
     if not sep or not ns or not name:
         raise UsageError(f"--service: {text!r} is not NAMESPACE/NAME")
+    # checked now, not when the manifest is built after the whole search
+    for part in (ns, name):
+        if len(part) > 63 or not re.fullmatch(DNS_LABEL_PATTERN, part):
+            raise UsageError(
+                f"--service: {part!r} is not a DNS label (at most 63 lower-case letters, "
+                "digits and '-', starting and ending with a letter or digit)"
+            )
     return ns, name
+
+
+def _check_plot(path: str | None) -> None:
+    """Refuse a --plot matplotlib cannot write before planning, not after."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.suffix.lower() not in PLOT_SUFFIXES:
+        raise UsageError(f"--plot {path}: the name must end in {', '.join(PLOT_SUFFIXES)}")
+    if target.is_dir():
+        raise UsageError(f"--plot {path}: is a directory; name a file in it")
+    if not target.parent.is_dir():
+        raise UsageError(f"--plot {path}: no directory {str(target.parent)!r}")
+
+
+def _typical(lengths: LengthDist) -> float:
+    # uniform keeps its low bound in `mean` and its high bound in `spread`
+    return (lengths.mean + lengths.spread) / 2 if lengths.kind == "uniform" else lengths.mean
+
+
+def _check_fits(workload: Workload, model: ModelProfile) -> None:
+    """Refuse lengths the model cannot hold: vLLM would answer every request with a 400."""
+    given = [d for d in (workload.prompt, workload.output) if isinstance(d, LengthDist)]
+    total = sum(_typical(d) for d in given)
+    if given and total > model.max_model_len:
+        raise UsageError(
+            f"--prompt-len plus --output-len average {total:.0f} tokens, more than "
+            f"{model.name}'s max_model_len {model.max_model_len}; shorten them"
+        )
 
 
 def _workload(args: argparse.Namespace) -> Workload:
@@ -195,15 +237,15 @@ def run(args: argparse.Namespace) -> int:
     costs = _costs(args.gpu_cost, args.gpu)
     sweep = _sweep(args.sweep)
     namespace, name = _service(args.service)
+    _check_plot(args.plot)
     if args.from_prometheus is not None and name is None:
         raise UsageError("--from-prometheus needs --service NAMESPACE/NAME")
     try:
         workload = _workload(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    _check_fits(workload, catalog.model(profile))
     target = Target(args.slo_ttft, args.slo_itl, args.max_rejection_ratio)
-    if target.ttft <= 0 or (target.itl is not None and target.itl <= 0):
-        raise UsageError("--slo-ttft and --slo-itl must be > 0")
     setting = Setting(catalog, profile, target, costs)
     started = time.perf_counter()
     say = _progress()
@@ -215,16 +257,19 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     say(f"{len(result.points)} evaluations in {time.perf_counter() - started:.1f}s")
-    manifest = build_recommended_service(
-        result.chosen.recommendation.candidate,
-        model=model_id,
-        name=name or service_name(model_id),
-        namespace=namespace,
-        target=target,
-        busy=result.stats,
-        mean=result.whole_stats,
-        max_replicas=args.max_replicas,
-    )
+    try:
+        manifest = build_recommended_service(
+            result.chosen.recommendation.candidate,
+            model=model_id,
+            name=name or service_name(model_id),
+            namespace=namespace,
+            target=target,
+            busy=result.stats,
+            mean=result.whole_stats,
+            max_replicas=args.max_replicas,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.plot:
         from vllm_operator.commands.plan_plot import write_plot
 

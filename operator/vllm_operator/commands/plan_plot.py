@@ -77,5 +77,7 @@ def write_plot(path: str, result: PlanResult, target: Target) -> None:
         fig.savefig(Path(path), dpi=110)
     except OSError as exc:
         raise UsageError(f"--plot {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # matplotlib's answer to a format it cannot write
+        raise UsageError(f"--plot {path}: {str(exc).splitlines()[0]}") from None
     finally:
         plt.close(fig)

@@ -75,7 +75,8 @@ def _as_json_sends_it(value: Any) -> Any:
     return value
 
 
-def _one_line(exc: yaml.YAMLError) -> str:
+def one_line_yaml_error(exc: yaml.YAMLError) -> str:
+    """`not valid YAML: line L, column C: problem`, without PyYAML's multi-line context."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -106,7 +107,7 @@ def load_documents(text: str) -> list[Any]:
             if doc is not None:
                 docs.append(_as_json_sends_it(doc))
     except yaml.YAMLError as exc:
-        raise InputError(_one_line(exc)) from None
+        raise InputError(one_line_yaml_error(exc)) from None
     except (ValueError, TypeError, OverflowError) as exc:
         if isinstance(exc, InputError):
             raise

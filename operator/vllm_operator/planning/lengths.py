@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from vllm_operator.sim.workload import LengthDist
 
+MAX_TOKENS = 1e7  # a length parameter (MEAN, N, LOW, HIGH)
+MAX_SIGMA = 10.0
 _AT_LOW = 1e6  # a skew that puts every length at its bucket's lower bound
 SYNTAX = "N, fixed:N, exp:MEAN, lognormal:MEAN,SIGMA or uniform:LOW,HIGH"
 _KINDS = {
@@ -149,6 +151,12 @@ def parse_lengths(text: str) -> LengthDist:
         raise LengthSyntaxError(f"{text!r}: the parameters must be numbers ({SYNTAX})") from None
     if not all(math.isfinite(v) and v > 0 for v in values):
         raise LengthSyntaxError(f"{text!r}: the parameters must be positive")
+    # beyond these, sampling overflows a float (lognormal) or asks for more tokens than any
+    # model holds
+    if name == "lognormal" and values[1] > MAX_SIGMA:
+        raise LengthSyntaxError(f"{text!r}: SIGMA must be at most {MAX_SIGMA:g}")
+    if max(values if name != "lognormal" else values[:1]) > MAX_TOKENS:
+        raise LengthSyntaxError(f"{text!r}: lengths must be at most {MAX_TOKENS:,.0f} tokens")
     if name == "uniform" and values[1] < values[0]:
         raise LengthSyntaxError(f"{text!r}: uniform needs LOW <= HIGH")
     return LengthDist(name, values[0], values[1] if len(values) > 1 else 1.0)

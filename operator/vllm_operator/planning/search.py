@@ -301,9 +301,14 @@ def _no_plan(search: Search, gpu: str) -> NoPlanError:
 def what_it_takes(closest: Point, search: Search) -> str:
     """The closest point, and the SLO it would meet (or the replicas it needs)."""
     target = search.setting.target
+    if math.isnan(closest.ttft_p95_s):  # no latency to scale: every request was refused
+        return (
+            f"no configuration meets the SLO: no request completed, even on the closest, "
+            f"{describe(closest.candidate)} (503 {closest.rejected_share:.1%})"
+        )
     keep = 1 - target.margin
     needs = [f"--slo-ttft {math.ceil(closest.ttft_p95_s / keep * 1000)}ms"]
-    if target.itl is not None:
+    if target.itl is not None and not math.isnan(closest.itl_p95_s):
         needs.append(f"--slo-itl {math.ceil(closest.itl_p95_s / keep * 1000)}ms")
     if closest.rejected_share > target.max_rejection * keep:
         needs.append(f"--max-rejection-ratio {closest.rejected_share / keep:.3f}")

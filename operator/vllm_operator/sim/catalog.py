@@ -18,6 +18,7 @@ This is the I/O half of the profiles; `engine.profiles` validates the data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from importlib import resources
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from vllm_operator.commands.yamlinput import one_line_yaml_error
 from vllm_operator.sim.engine.profiles import (
     GpuProfile,
     ModelProfile,
@@ -68,6 +70,19 @@ def _read_packaged(name: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ProfileError(f"profiles/{name}: expected a mapping at the top level")
     return data
+
+
+def _check_finite(value: Any, source: str, where: str = "") -> None:
+    """Refuse .nan and .inf anywhere: the profiles' range checks let NaN through, and an inf
+    overflows the arithmetic built on it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ProfileError(f"{source}: {where or 'value'} must be a finite number, got {value}")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_finite(item, source, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, source, f"{where}[{i}]")
 
 
 def _section(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
@@ -115,10 +130,13 @@ def load_catalog(override: str | Path | None = None, *, calibrated: bool = True)
             data = yaml.safe_load(path.read_text("utf-8")) or {}
         except OSError as exc:
             raise ProfileError(f"cannot read profiles file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ProfileError(f"{path}: not UTF-8 text") from None
         except yaml.YAMLError as exc:
-            raise ProfileError(f"{path}: not valid YAML: {exc}") from None
+            raise ProfileError(f"{path}: {one_line_yaml_error(exc)}") from None
         if not isinstance(data, Mapping):
             raise ProfileError(f"{path}: expected a mapping with gpus/models/coefficients")
+        _check_finite(data, str(path))
         unknown = sorted(set(data) - {"gpus", "models", "coefficients"})
         if unknown:
             raise ProfileError(f"{path}: unknown top-level key(s) {', '.join(map(str, unknown))}")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,30 @@ def record_row(rec: RunRecord) -> dict[str, Any]:
 
 
 def write_records(path: Path, records: Sequence[RunRecord]) -> None:
-    """CSV when the name ends in .csv, JSON Lines otherwise."""
+    """CSV when the name ends in .csv, JSON Lines otherwise.
+
+    A file is written beside `path` and renamed into place, so a failed write (a full disk, say)
+    leaves neither a half-written file nor a lost previous one; what is not a regular file (a
+    pipe, /dev/stdout) is written directly.
+    """
     rows = [record_row(r) for r in records]
+    as_csv = path.suffix == ".csv"
+    if path.exists() and not path.is_file():
+        _write(path, rows, as_csv)
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # opened as any file: the umask holds
+    try:
+        _write(tmp, rows, as_csv)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _write(path: Path, rows: list[dict[str, Any]], as_csv: bool) -> None:
     with path.open("w", encoding="utf-8", newline="") as f:
-        if path.suffix == ".csv":
+        if as_csv:
             fields = list(dict.fromkeys(k for row in rows for k in row))
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()

@@ -141,6 +141,11 @@ def _ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value * 1000:.1f} ms"
 
 
+def _rate(value: float, digits: int) -> str:
+    # NaN when the window is empty (nothing arrived before the run ended): no rate to show
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
 def format_table(figures: Figures) -> str:
     """Human-readable summary, one figure per line."""
     f = figures
@@ -153,14 +158,16 @@ def format_table(figures: Figures) -> str:
     rows.append(("unfinished", str(f.unfinished)))
     for name, lat in (("TTFT", f.ttft), ("ITL", f.itl), ("E2E", f.e2e)):
         rows.append((f"{name} p50/p95/p99", f"{_ms(lat.p50)} / {_ms(lat.p95)} / {_ms(lat.p99)}"))
+    throughput = f"{_rate(f.throughput_rps, 2)} req/s, {_rate(f.output_tps, 0)} output tok/s"
     rows += [
-        ("throughput", f"{f.throughput_rps:.2f} req/s, {f.output_tps:.0f} output tok/s"),
+        ("throughput", throughput),
         ("window", f"{f.window:.1f} s"),
     ]
     if f.slo is not None and f.goodput_rps is not None:
         slo = f"TTFT <= {_ms(f.slo.ttft)}, ITL p95 <= {_ms(f.slo.itl)}"
         share = f.goodput_share if f.goodput_share is not None else 0.0
-        rows.append((f"goodput ({slo})", f"{f.goodput_rps:.2f} req/s ({share:.1%} of offered)"))
+        goodput = f"{_rate(f.goodput_rps, 2)} req/s ({share:.1%} of offered)"
+        rows.append((f"goodput ({slo})", goodput))
     rows += [
         ("KV usage mean/max", f"{f.kv_usage_mean:.1%} / {f.kv_usage_max:.1%}"),
         ("preemptions", str(f.preemptions)),

@@ -51,6 +51,9 @@ def test_length_syntax(text: str, expected: LengthDist) -> None:
         ("exp:-5", "must be positive"),
         ("uniform:300,100", "LOW <= HIGH"),
         ("exp:inf", "must be positive"),
+        ("lognormal:100,1e300", "SIGMA must be at most 10"),
+        ("exp:1e300", "at most 10,000,000 tokens"),
+        ("uniform:1,1e9", "at most 10,000,000 tokens"),
     ],
 )
 def test_bad_length_syntax_says_what_is_accepted(text: str, says: str) -> None:

@@ -97,6 +97,12 @@ def test_a_sweep_reports_each_grid_value(capsys: pytest.CaptureFixture[str]) -> 
         (["--sweep", "max-batch-size=8"], "--sweep: 'max-batch-size' is not one of"),
         (["--sweep", "max-num-seqs=a,b"], "--sweep: 'a,b' is not a list of integers"),
         (["--service", "chat"], "--service: 'chat' is not NAMESPACE/NAME"),
+        (["--service", "NS/Bad_Name"], "--service: 'NS' is not a DNS label"),
+        (["--service", "llm/Bad_Name"], "--service: 'Bad_Name' is not a DNS label"),
+        (["--prompt-len", "200000"], "more than Qwen2.5-0.5B's max_model_len 32768"),
+        (["--prompt-len", "lognormal:100,1e300"], "--prompt-len: 'lognormal:100,1e300': SIGMA"),
+        (["--plot", "plan.gif"], "--plot plan.gif: the name must end in .png, .svg, .pdf"),
+        (["--plot", "/nonexistent-dir/plan.png"], "no directory '/nonexistent-dir'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -136,3 +142,24 @@ def test_run_as_a_module_a_usage_error_is_still_one_line_and_exit_2() -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "--gpu" in done.stderr, done.stderr
+
+
+def test_a_plot_path_that_is_a_directory_is_refused_before_planning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "plots.png"
+    folder.mkdir()
+    code, out, err = run([*FAST, "--plot", str(folder)], capsys)
+    assert code == 2 and out == "" and "is a directory" in err
+    assert "plan [" not in err  # refused before any evaluation
+    assert list(tmp_path.iterdir()) == [folder]
+
+
+@pytest.mark.parametrize("flag", ["--slo-ttft", "--slo-itl", "--window"])
+def test_absurd_durations_are_refused_by_the_flag(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*FAST, flag, "9" * 400])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.count("\n") == 1 and f"argument {flag}:" in err

@@ -177,3 +177,11 @@ def test_property_every_recommendation_validates_meets_and_beats_defaults(
     defaults = result.chosen.defaults
     assert defaults is not None
     assert rec.slo_attainment >= defaults.slo_attainment or not defaults.meets_slo
+
+
+def test_a_workload_the_model_cannot_hold_says_no_request_completed() -> None:
+    # 200000-token prompts on a 32768-token model: every request is refused, TTFT is NaN
+    too_long = LengthDist("fixed", 200_000), LengthDist("fixed", 32)
+    w = Workload("poisson", "p", rate=1, prompt=too_long[0], output=too_long[1], horizon=10)
+    with pytest.raises(NoPlanError, match="no request completed"):
+        plan(w, ["T4"], t4_setting(), max_replicas=2)

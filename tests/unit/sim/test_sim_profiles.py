@@ -132,6 +132,10 @@ def test_user_override_merges_fields_and_adds_entries(tmp_path: Path) -> None:
         ("coefficients: {mfu_prefill: 0}\n", "coefficient mfu_prefill is a share"),
         ("coefficients: {mfu_prefill_max: 0}\n", "coefficient mfu_prefill_max is a share"),
         ("coefficients: {eta_kv: 1.5}\n", "coefficient eta_kv is a share"),
+        # NaN passes every range check and inf overflows: neither may come in
+        ("coefficients:\n  nontorch_gib_tp1: .inf\n", "coefficients.nontorch_gib_tp1 must be"),
+        ("gpus:\n  H100-80GB: {mfu_decode: .nan}\n", "gpus.H100-80GB.mfu_decode must be a finite"),
+        ("a: [1\nb: 2\n", r"^\S*bad.yaml: not valid YAML: line 2, column 2: expected ','"),
     ],
 )
 def test_user_override_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -176,3 +180,10 @@ def test_prefill_efficiency_of_an_unmeasured_gpu_follows_its_power_limit(
     )
     assert prefill_mfu(gpu, coeffs) == pytest.approx(expected)
     assert prefill_mfu(dataclasses.replace(gpu, mfu_prefill=0.3), coeffs) == 0.3
+
+
+def test_a_profiles_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ProfileError, match=r"b\.yaml: not UTF-8 text$"):
+        load_catalog(path)

@@ -288,6 +288,9 @@ def test_twin_extras_come_from_flags_or_the_environment() -> None:
     [
         ({"VLLM_TWIN_TIME_SCALE": "fast"}, "VLLM_TWIN_TIME_SCALE"),
         ({"VLLM_TWIN_TIME_SCALE": "0"}, "must be > 0"),
+        ({"VLLM_TWIN_TIME_SCALE": "inf"}, "must be a finite number"),
+        ({"VLLM_TWIN_TIME_SCALE": "1e400"}, "must be a finite number"),
+        ({"VLLM_TWIN_TIME_SCALE": "1e5"}, "must be at most 10000"),
         ({"VLLM_TWIN_SIM_SEED": "x"}, "VLLM_TWIN_SIM_SEED"),
     ],
 )
@@ -340,3 +343,8 @@ def test_choose_model_profile_names_the_way_out() -> None:
         choose_model_profile("my-org/finetune", None, KNOWN)
     with pytest.raises(ValueError, match="unknown --sim-model"):
         choose_model_profile("x", "GPT-5", KNOWN)
+
+
+def test_time_scale_flag_must_be_finite() -> None:
+    with pytest.raises(ArgvError, match="time-scale: must be a finite number"):
+        parse("m", "--time-scale", "inf")

@@ -196,6 +196,21 @@ def test_a_missing_file_is_one_line_naming_the_path(tmp_path: Path) -> None:
         load_measurements(missing)
 
 
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"\xff\xfe", r"m\.yaml: not UTF-8 text$"),
+        (b"a: [1\nb: 2\n", r"m\.yaml: not valid YAML: line 2, column 2: expected ','"),
+    ],
+)
+def test_a_file_that_is_not_yaml_text_is_one_line(tmp_path: Path, data: bytes, says: str) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_bytes(data)
+    with pytest.raises(MeasurementError, match=says) as caught:
+        load_measurements(path)
+    assert "\n" not in str(caught.value)
+
+
 def test_a_file_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("- 1\n- 2\n", "utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -55,3 +56,30 @@ def test_durations_take_units() -> None:
     assert (a.duration, a.retry_deadline) == (120.0, 1.5)
     with pytest.raises(SystemExit):
         args("--rate", "1", "--duration", "soon")
+
+
+def test_json_when_nothing_completed_is_valid_json(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["loadgen", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--num-prompts",
+            "2", "--json"]  # fmt: skip
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "NaN" not in out and json.loads(out)["ttft_ms"]["mean"] is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--target", "http://127.0.0.1:99999"], "the port must be a number in 0-65535"),
+        (
+            ["--target", "http://127.0.0.1:1", "--retry-503", "--backoff-base", "10s",
+             "--backoff-max", "1s"],
+            "error: --backoff-base must be > 0 and <= --backoff-max, got 10s and 1s",
+        ),
+    ],
+)  # fmt: skip
+def test_bad_targets_and_backoffs_are_one_line_naming_the_flag(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["loadgen", *argv, "--rate", "1", "--duration", "1s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err

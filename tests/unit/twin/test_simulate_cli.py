@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -100,3 +102,54 @@ def test_a_closed_loop_needs_one_request(capsys: pytest.CaptureFixture[str]) -> 
         main(["simulate", "--concurrency", "2", "--num-prompts", "0"])
     assert exit_.value.code == 2
     assert "--num-prompts" in capsys.readouterr().err
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--poisson", "1", "--duration", "0.001"],
+        ["--concurrency", "1", "--num-prompts", "1", "--num-gpu-blocks-override", "0"],
+    ],
+)
+def test_json_when_nothing_completed_is_valid_with_null_figures(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "--quiet", *argv, "--json"]) == 0
+    out = _strict_json(capsys.readouterr().out)
+    assert "null" in json.dumps(out["figures"])  # a percentile of no requests
+
+
+def test_table_when_nothing_completed_shows_no_nan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "one.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,100,10\n")
+    argv = ["simulate", "--quiet", "--trace", str(trace), "--max-num-queued-reqs", "0"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out and "- req/s, - output tok/s" in out
+
+
+def test_a_failed_records_write_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vllm_operator.sim import records as records_module
+
+    def disk_full(row: Any) -> str:
+        raise OSError(28, "No space left on device")
+
+    records = tmp_path / "records.jsonl"
+    records.write_text("previous\n")
+    monkeypatch.setattr(records_module, "json", SimpleNamespace(dumps=disk_full))
+    argv = ["simulate", "--quiet", "--poisson", "1", "--duration", "5", "--records", str(records)]
+    assert main(argv) == 2
+    assert "--records" in capsys.readouterr().err
+    assert records.read_text() == "previous\n"
+    assert sorted(tmp_path.iterdir()) == [records]  # no temporary file left behind

@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 
+from vllm_operator.commands.yamlinput import one_line_yaml_error
+
 M = TypeVar("M", bound=BaseModel)
 Unknown = Literal["unknown"]
 Split = Literal["fit", "heldout"]
@@ -284,8 +286,10 @@ def load_measurements(path: str | Path | None = None) -> MeasurementSet:
         data = yaml.safe_load(file.read_text("utf-8"))
     except OSError as exc:
         raise MeasurementError(f"cannot read measurement file {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise MeasurementError(f"{file}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        raise MeasurementError(f"{file}: not valid YAML: {exc}") from None
+        raise MeasurementError(f"{file}: {one_line_yaml_error(exc)}") from None
     if not isinstance(data, Mapping):
         raise MeasurementError(f"{file}: expected a mapping with schema_version and sources")
     return parse_measurements(data, origin=str(file))

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
-import sys
 
 from vllm_operator.api.durations import duration_arg
-from vllm_operator.cli import UsageError
+from vllm_operator.cli import DAY, UsageError, bounded_seconds
 from vllm_operator.sim.benchserve import bench_serve_figures, format_bench_serve
 from vllm_operator.sim.closedloop import ClosedLoopSpec
 from vllm_operator.sim.workload import LengthDist
@@ -26,14 +24,13 @@ from vllm_twin.loadgen.trace import (
     resolve_trace,
 )
 from vllm_twin.numeric import (
-    DAY,
     MAX_SCHEDULED,
     WEEK,
     add_closed_loop_counts,
     bounded_float,
     bounded_int,
-    bounded_seconds,
     check_schedule_size,
+    json_text,
 )
 
 NAME = "loadgen"
@@ -202,15 +199,14 @@ def run(args: argparse.Namespace) -> int:
     if closed is not None:
         figures = bench_serve_figures(asyncio.run(run_closed_load(spec, closed)))
         if args.json:
-            print(json.dumps(figures.as_dict(), indent=2))
+            print(json_text(figures.as_dict()))
         else:
             print(format_bench_serve(figures))
         return 0
     outcomes = asyncio.run(run_load(spec))
     report = summarize_outcomes(outcomes, Slo(ttft=args.slo_ttft, tpot=args.slo_tpot))
     if args.json:
-        json.dump(report_to_dict(report), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json_text(report_to_dict(report)))
     else:
         print(render_table(report))
     return 0

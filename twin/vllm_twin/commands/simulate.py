@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator.api.durations import duration_arg
-from vllm_operator.cli import UsageError, look_up
+from vllm_operator.cli import DAY, UsageError, bounded_seconds, check_number, look_up
 from vllm_operator.sim import runner as sim_runner
 from vllm_operator.sim import workload as wl
 from vllm_operator.sim.balancer import BALANCERS
@@ -28,15 +27,13 @@ from vllm_operator.sim.report import Slo, format_table
 from vllm_operator.sim.runner import RunRecord, RunResult
 from vllm_twin.argv import add_engine_flags, engine_config_from
 from vllm_twin.numeric import (
-    DAY,
     MAX_SCHEDULED,
     WEEK,
     add_closed_loop_counts,
     bounded_float,
     bounded_int,
-    bounded_seconds,
-    check_number,
     check_schedule_size,
+    json_text,
 )
 
 NAME = "simulate"
@@ -257,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     if args.records:
         _write_records(args.records, result.records)
     if args.json:
-        print(json.dumps({**meta, "figures": result.figures.as_dict()}, indent=2))
+        print(json_text({**meta, "figures": result.figures.as_dict()}))
         return 0
     print(
         f"{meta['replicas']} x {meta['gpu']} / {meta['model']}, {meta['workload']}, "
@@ -271,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_closed(figures: BenchServeFigures, meta: dict[str, Any], *, as_json: bool) -> int:
     if as_json:
-        print(json.dumps({**meta, "figures": figures.as_dict()}, indent=2))
+        print(json_text({**meta, "figures": figures.as_dict()}))
         return 0
     print(f"{meta['replicas']} x {meta['gpu']} / {meta['model']}, {meta['workload']}")
     _print_engine(meta["engine"])

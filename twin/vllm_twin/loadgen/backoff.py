@@ -19,8 +19,14 @@ class RetryPolicy:
     cap: float  # largest backoff ceiling
 
     def __post_init__(self) -> None:
-        if self.deadline < 0 or self.base <= 0 or self.cap < self.base:
-            raise ValueError(f"invalid retry policy {self}: need deadline>=0, 0<base<=cap")
+        # named by loadgen's flags, the only place a policy comes from
+        if not self.deadline >= 0:
+            raise ValueError(f"--retry-deadline must be >= 0, got {self.deadline:g}s")
+        if not 0 < self.base <= self.cap:
+            raise ValueError(
+                f"--backoff-base must be > 0 and <= --backoff-max, got {self.base:g}s "
+                f"and {self.cap:g}s"
+            )
 
     def ceiling(self, retry: int) -> float:
         """Upper bound of the wait before retry number `retry` (0-based)."""

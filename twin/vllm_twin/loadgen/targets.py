@@ -36,6 +36,10 @@ def check_target(url: str) -> str:
             f"target {url!r}: host {host!r} is not a loopback address "
             "(127.0.0.0/8, ::1 or localhost); the load generator only drives local twins"
         )
+    try:
+        parts.port  # noqa: B018 (urlsplit checks the port only when asked for it)
+    except ValueError:
+        raise ValueError(f"target {url!r}: the port must be a number in 0-65535") from None
     if parts.query or parts.fragment:
         raise ValueError(f"target {url!r}: no query or fragment allowed")
     return url.rstrip("/")
