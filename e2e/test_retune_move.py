@@ -26,6 +26,8 @@ from tests.support.vllmsvc import (
 )
 from tests.support.wait import wait_until
 
+from vllm_operator.tuning.settings import TuningSettings
+
 pytestmark = pytest.mark.e2e
 
 
@@ -44,8 +46,8 @@ def capped_service(namespace: str, name: str) -> dict[str, Any]:
 # Warm-up: 0.2 req/s, which the valve of 2 admits whole (seed 7's arrivals never put three
 # within 2.5 s of each other in 40 s, and a request takes under a second), so the token
 # histograms hold finished requests before any 503. The rise: 8 req/s, about four times what two
-# in flight serve; queue 8 (the top of the default range, x4) serves about 90% of it by the
-# engine model, so the 503 share falls far under half of what it was.
+# in flight serve; a queue of 8 serves about 90% of it by the engine model, a longer one (the
+# default range reaches x8) more, so the 503 share falls far under half of what it was.
 WARM_UP = 0.2
 RISE = 8.0
 
@@ -83,8 +85,9 @@ def test_a_gpu_capped_service_gets_one_budget_move_that_lowers_its_503_share(
         history = decisions(cluster, namespace, "capped")
         assert move["reason"] == "RetuneByModel", (move, history)
         assert move["field"] == "maxRequests", move
-        # one move past the x2 step the rules would take, within the default range (x4)
-        assert 2 * move["fromValue"] < move["toValue"] <= 4 * move["fromValue"], move
+        # one move past the x2 step the rules would take, within the default range
+        factor = TuningSettings().default_bound_factor
+        assert 2 * move["fromValue"] < move["toValue"] <= factor * move["fromValue"], move
         assert "replicas at maxReplicas 1" in move["message"], move
         assert "the engine model predicts" in move["message"], move
         # it waited for a window that holds only the rise, not the warm-up's mix

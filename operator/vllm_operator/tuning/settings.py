@@ -63,7 +63,10 @@ class TuningSettings:
     # load, none at the next), and in bench/control_loop such moves (x1.09, x1.19; the blog
     # budgets' is x1.47) cost 1-8% more GPU-hours than no move within the hour
     fewer_pods_min_gain: float = 1.25
-    default_bound_factor: float = 4.0  # without spec bounds: [spec / 4, spec * 4]
+    # without spec bounds: [spec / 8, spec * 8], the reach of the model's one-move grid
+    # (retune_move.FACTORS). At x4 the best move of a GPU-capped L4 service was out of reach:
+    # maxBatchedTokens 2048 -> 256 holds ITL p95 at 72 ms where 512 gives 115 ms (docs/tuning.md)
+    default_bound_factor: float = 8.0
     # Hysteresis: act above the SLO, aim at `headroom` x SLO, call `well_under` x SLO quiet.
     headroom: float = 0.8
     well_under: float = 0.6

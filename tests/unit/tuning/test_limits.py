@@ -19,23 +19,23 @@ SETTINGS = TuningSettings()
 @pytest.mark.parametrize(
     ("spec_patch", "key", "expected"),
     [
-        ({}, "maxRequests", (8, 128)),  # no bounds: [spec / 4, spec x 4]
+        ({}, "maxRequests", (4, 256)),  # no bounds: [spec / 8, spec x 8]
         (
             {"autotune": {"bounds": {"maxRequests": {"min": 16, "max": 40}}}},
             "maxRequests",
             (16, 40),
         ),
-        ({"autotune": {"bounds": {"maxRequests": {"max": 400}}}}, "maxRequests", (8, 400)),
-        ({}, "maxActiveSeqs", (2, 16)),  # never above maxSeqs
-        ({"budgets": {"running": {"maxActiveSeqs": None}}}, "maxActiveSeqs", (4, 16)),
+        ({"autotune": {"bounds": {"maxRequests": {"max": 400}}}}, "maxRequests", (4, 400)),
+        ({}, "maxActiveSeqs", (1, 16)),  # never above maxSeqs
+        ({"budgets": {"running": {"maxActiveSeqs": None}}}, "maxActiveSeqs", (2, 16)),
         ({"autotune": {"bounds": {"maxActiveSeqs": {"min": 17}}}}, "maxActiveSeqs", None),
         ({}, "maxSeqs", None),  # never tuned: it sizes CUDA graphs and the compile cache
         ({"budgets": {"queue": None}}, "maxRequests", None),  # unset: no anchor
-        ({}, "maxBatchedTokens", (1024, 16384)),
+        ({}, "maxBatchedTokens", (512, 32768)),
         (
             {"budgets": {"tokens": {"maxBatchedTokens": 32}}},
             "maxBatchedTokens",
-            (16, 128),
+            (16, 256),
         ),  # >= maxSeqs
         (
             {
@@ -43,7 +43,7 @@ SETTINGS = TuningSettings()
                 "budgets": {"tokens": {"maxBatchedTokens": 8192}},
             },
             "maxBatchedTokens",
-            (8192, 32768),
+            (8192, 65536),
         ),
     ],
 )
@@ -123,8 +123,8 @@ def test_the_current_value_is_the_override_in_force() -> None:
 @pytest.mark.parametrize(
     ("overrides", "spec_patch", "kept"),
     [
-        ({"maxRequests": 128}, {}, {"maxRequests": 128}),
-        ({"maxRequests": 129}, {}, {}),  # outside [8, 128]: the spec value is in force again
+        ({"maxRequests": 256}, {}, {"maxRequests": 256}),
+        ({"maxRequests": 257}, {}, {}),  # outside [4, 256]: the spec value is in force again
         ({"maxRequests": 64}, {"autotune": {"bounds": {"maxRequests": {"max": 48}}}}, {}),
         ({"maxActiveSeqs": 16}, {"budgets": {"running": {"maxSeqs": 12}}}, {}),  # > maxSeqs
         ({"maxRequests": 64}, {"autotune": {"mode": "Off"}}, {}),  # only Auto keeps overrides

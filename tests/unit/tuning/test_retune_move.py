@@ -163,9 +163,15 @@ def test_the_cluster_is_looked_at_only_for_a_move_a_surge_would_pay_for() -> Non
 
 def test_a_move_the_model_cannot_beat_blocks_the_x2_steps_while_replicas_remain() -> None:
     # ITL 120 ms with 64 running per pod at maxActiveSeqs 64: rule 4 would halve the cap, but the
-    # model finds no budget that serves more within the SLO (3% in SLO at every value)
+    # model finds no budget that serves more within the SLO (3% in SLO at every value the bounds
+    # allow; maxBatchedTokens 256, below them, would take 27% in: the default range reaches it)
     running = {"maxSeqs": 256, "maxActiveSeqs": 64}
-    patch = {**UNCAPPED, "budgets": {**L4_256["budgets"], "running": running}}
+    bounds = {"maxBatchedTokens": {"min": 512}}
+    patch = {
+        **UNCAPPED,
+        "budgets": {**L4_256["budgets"], "running": running},
+        "autotune": {"mode": "Auto", "bounds": bounds},
+    }
     busy = {**OVERLOADED, "running": 128.0}
     i = inputs(patch, busy, state())
     verdict = compute_retune_move(i)
