@@ -11,10 +11,8 @@ Nothing here reads os.environ: callers pass the environment mapping in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,8 +27,8 @@ from vllm_operator.api.durations import Duration
 from vllm_operator.api.errors import error_message, format_validation_error
 from vllm_operator.api.policy import PolicyConfig
 from vllm_operator.catalog import CatalogError, GPUCatalog, build_gpu_catalog
-from vllm_operator.commands.yamlinput import one_line_yaml_error
 from vllm_operator.constants import DEFAULT_IMAGE
+from vllm_operator.yamlfile import YamlFileError, read_yaml_file
 
 ENV_PREFIX: Final = "VLLM_OPERATOR_"
 ENV_CONFIG_FILE: Final = f"{ENV_PREFIX}CONFIG"
@@ -127,13 +125,9 @@ _ENV_SETTINGS: Final = {
 
 def _read_yaml_map(path: str, what: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{what}: {path}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what}: {path} is {one_line_yaml_error(exc)}") from None
+        data = read_yaml_file(path)
+    except YamlFileError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

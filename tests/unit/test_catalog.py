@@ -207,7 +207,11 @@ def test_catalog_from_config_file_and_catalog_file(tmp_path: Path) -> None:
             {},
             "VLLM_OPERATOR_METRICS_WINDOW: '5 minutes' is not a duration",
         ),
-        ({"VLLM_OPERATOR_CONFIG": "{dir}/missing.yaml"}, {}, "VLLM_OPERATOR_CONFIG: cannot read"),
+        (
+            {"VLLM_OPERATOR_CONFIG": "{dir}/missing.yaml"},
+            {},
+            "VLLM_OPERATOR_CONFIG: {dir}/missing.yaml: cannot read: No such file or directory",
+        ),
         (
             {"VLLM_OPERATOR_CONFIG": "{dir}/c.yaml"},
             {"c.yaml": "resyncSecond: 5\n"},
@@ -221,7 +225,7 @@ def test_catalog_from_config_file_and_catalog_file(tmp_path: Path) -> None:
         (
             {"VLLM_OPERATOR_CONFIG": "{dir}/c.yaml"},
             {"c.yaml": "a: [\n"},
-            "VLLM_OPERATOR_CONFIG: {dir}/c.yaml is not valid YAML",
+            "VLLM_OPERATOR_CONFIG: {dir}/c.yaml: not valid YAML",
         ),
         (
             {"VLLM_OPERATOR_CONFIG": "{dir}/c.yaml"},

@@ -124,7 +124,7 @@ def test_render_command_prints_warnings_to_stderr(
     ("data", "says"),
     [
         (b"\xff\xfe", r"operator\.yaml: not UTF-8 text$"),
-        (b"a: [1\nb: 2\n", r"operator\.yaml is not valid YAML: line 2, column 2: expected ','"),
+        (b"a: [1\nb: 2\n", r"operator\.yaml: not valid YAML: line 2, column 2: expected ','"),
     ],
 )
 def test_a_config_file_that_is_not_yaml_text_is_one_line(

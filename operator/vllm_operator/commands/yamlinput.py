@@ -16,6 +16,8 @@ from typing import Any, Final
 
 import yaml
 
+from vllm_operator.yamlfile import one_line_yaml_error
+
 MAX_INPUT_BYTES: Final = 1024 * 1024
 MAX_DEPTH: Final = 64
 MAX_EXPANDED_NODES: Final = 100_000
@@ -73,14 +75,6 @@ def _as_json_sends_it(value: Any) -> Any:
     if isinstance(value, list):
         return [_as_json_sends_it(item) for item in value]
     return value
-
-
-def one_line_yaml_error(exc: yaml.YAMLError) -> str:
-    """`not valid YAML: line L, column C: problem`, without PyYAML's multi-line context."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return f"not valid YAML: {where}{problem}"
 
 
 def decode_input(data: bytes) -> str:

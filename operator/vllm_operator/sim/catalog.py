@@ -27,7 +27,6 @@ from typing import Any
 
 import yaml
 
-from vllm_operator.commands.yamlinput import one_line_yaml_error
 from vllm_operator.sim.engine.profiles import (
     GpuProfile,
     ModelProfile,
@@ -36,6 +35,7 @@ from vllm_operator.sim.engine.profiles import (
     gpu_from_mapping,
     model_from_mapping,
 )
+from vllm_operator.yamlfile import YamlFileError, read_yaml_file
 
 CALIBRATED = "calibrated.yaml"
 # coefficients that are achieved shares of a peak, and that the step time divides by
@@ -127,13 +127,9 @@ def load_catalog(override: str | Path | None = None, *, calibrated: bool = True)
     if override is not None:
         path = Path(override)
         try:
-            data = yaml.safe_load(path.read_text("utf-8")) or {}
-        except OSError as exc:
-            raise ProfileError(f"cannot read profiles file {path}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ProfileError(f"{path}: not UTF-8 text") from None
-        except yaml.YAMLError as exc:
-            raise ProfileError(f"{path}: {one_line_yaml_error(exc)}") from None
+            data = read_yaml_file(path) or {}
+        except YamlFileError as exc:
+            raise ProfileError(str(exc)) from None
         if not isinstance(data, Mapping):
             raise ProfileError(f"{path}: expected a mapping with gpus/models/coefficients")
         _check_finite(data, str(path))

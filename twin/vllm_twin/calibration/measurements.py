@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from vllm_operator.commands.yamlinput import one_line_yaml_error
+from vllm_operator.yamlfile import YamlFileError, read_yaml_file
 
 M = TypeVar("M", bound=BaseModel)
 Unknown = Literal["unknown"]
@@ -283,13 +282,9 @@ def load_measurements(path: str | Path | None = None) -> MeasurementSet:
     """Read and validate the measurement file (the checkout's own when `path` is None)."""
     file = Path(path) if path is not None else default_path()
     try:
-        data = yaml.safe_load(file.read_text("utf-8"))
-    except OSError as exc:
-        raise MeasurementError(f"cannot read measurement file {file}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise MeasurementError(f"{file}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        raise MeasurementError(f"{file}: {one_line_yaml_error(exc)}") from None
+        data = read_yaml_file(file)
+    except YamlFileError as exc:
+        raise MeasurementError(str(exc)) from None
     if not isinstance(data, Mapping):
         raise MeasurementError(f"{file}: expected a mapping with schema_version and sources")
     return parse_measurements(data, origin=str(file))
