@@ -52,12 +52,14 @@ class StatusModel(BaseModel):
         # A time written without a zone (by hand, by another tool: `format: date-time` lets
         # "2026-11-29T12:00:00" through) is read as UTC, as the operator writes its own; a naive
         # datetime would fail every comparison with the operator's aware clock.
-        if isinstance(value, datetime) and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        if isinstance(value, list | tuple) and any(
-            isinstance(v, datetime) and v.tzinfo is None for v in value
-        ):
-            fixed = [v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v
-                     for v in value]  # fmt: skip
-            return type(value)(fixed)
-        return value
+        if isinstance(value, list | tuple) and any(map(_naive, value)):
+            return type(value)(map(_aware, value))
+        return _aware(value)
+
+
+def _naive(value: Any) -> bool:
+    return isinstance(value, datetime) and value.tzinfo is None
+
+
+def _aware(value: Any) -> Any:
+    return value.replace(tzinfo=UTC) if _naive(value) else value

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from vllm_operator.sim.workload import LengthDist
 
-MAX_TOKENS = 1e7  # a length parameter (MEAN, N, LOW, HIGH)
+MAX_TOKENS = 1e7  # more than any model's context: no length (a flag's, a histogram edge) is longer
 MAX_SIGMA = 10.0
 _AT_LOW = 1e6  # a skew that puts every length at its bucket's lower bound
 SYNTAX = "N, fixed:N, exp:MEAN, lognormal:MEAN,SIGMA or uniform:LOW,HIGH"

@@ -29,7 +29,7 @@ from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.evaluate import Setting, evaluate
-from vllm_operator.planning.lengths import Empirical
+from vllm_operator.planning.lengths import MAX_TOKENS, Empirical
 from vllm_operator.planning.workload import Workload, build_arrivals
 from vllm_operator.sim.catalog import Catalog
 from vllm_operator.sim.workload import LengthDist
@@ -51,7 +51,6 @@ HORIZON = 180.0  # seconds of arrivals each probe replays (after the planner's w
 PROBE_REQUESTS = 1500  # ... or fewer at high rates, down to MIN_HORIZON: a probe's cost is
 MIN_HORIZON = 20.0  # its requests, and ~1,500 give a p95 to within a few percent
 MIN_RATE, MAX_RATE = 0.05, 1024.0  # requests/s per pod the search spans
-MAX_TOKENS = 1 << 24  # a histogram edge past any model's context is not a length
 SEED = 0
 CACHE_SIZE = 4096
 
