@@ -282,7 +282,8 @@ class TuningStatus(StatusModel):
         default=None,
         description=(
             "When the engine model last looked for a budget move that meets the SLO on fewer "
-            "pods (RetuneForFewerPods); it looks again after the tuner's recheck interval."
+            "pods (RetuneForFewerPods), or at minReplicas raises what every pod serves "
+            "(RetuneForCapacity); it looks again after the tuner's recheck interval."
         ),
     )
     window: list[WindowSample] = Field(

@@ -23,6 +23,8 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           9  sustained low load                              scale down
           9b the SLO met, and one budget move meets it on    RetuneForFewerPods, when the pods
              fewer pods (retune_pods.py)                     saved outweigh the rollout's GPU time
+             ... at minReplicas: one move raises what        RetuneForCapacity, by the same sums
+             every pod serves
           10 otherwise                                       WithinSLO
 
 Entry problems come first because a refused request is worse than a slow one, and because fixing

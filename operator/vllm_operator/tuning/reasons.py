@@ -106,6 +106,11 @@ class Reason(StrEnum):
         "SetBudget",
         "the SLO met; one budget move meets it on fewer pods, saving more GPU time than it spends",
     )
+    RETUNE_FOR_CAPACITY = (
+        "RetuneForCapacity",
+        "SetBudget",
+        "the SLO met at minReplicas; one budget move raises what every pod serves, with surge",
+    )
     # rules 2-9: what the tuner changes
     SCALE_UP_REJECTIONS = (
         "ScaleUpRejections",

@@ -45,6 +45,21 @@ restarts (autotune.maxRestartsPerHour) that a problem may then lack; the replica
 The pods themselves are saved by rule 9 once the change is judged (rule 1) and the model's
 capacity for the new budgets says the load fits on fewer.
 
+At the floor (the budgets in force need no more than minReplicas) no pod can be saved, and a
+move is judged by what every pod serves: the move that raises it most, by floor_min_gain (x1.06)
+at least, keeping the SLO and as many requests in it on those pods, pays when the pod-time it
+would save where the load fills the pods (the floor's pods x (1 - before/after) over the
+payback) outweighs the rollout's (reason RetuneForCapacity). That saving comes only if the load
+grows, so the bet is made only where the replica lever cannot carry the growth: it reaches at
+most LEVER_ROOM x the fleet (maxReplicas, or the fleet and the pods the free GPUs of the type
+place beside it). There the pods the lever has are the capacity the service has, and the floor
+is the one time a move costs no pod: on l4-3b-gpus2/diurnal (two L4s in the cluster, a peak that
+needs three) the single pod of the morning rolls onto the second GPU with maxBatchedTokens 2048
+-> 256, and the two pods of the peak meet the ITL SLO with it; at the peak the same move would
+stop one of the two (rollout_room.py). Where the lever had room, the same bet on every L4
+scenario of 8 GPUs cost GPU-hours for little (l4-3b/diurnal: +6% GPU-hours for 0.6 points of
+windows, docs/benchmarks.md).
+
 A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
 once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
 """
@@ -82,6 +97,9 @@ from vllm_operator.tuning.retune_move import (
 from vllm_operator.tuning.scaling import pods_for
 
 RATE_STEPS_PER_OCTAVE = 8  # the sized rate is rounded up to a 2^(1/8) = 9% step
+# At the floor a move is made only where the replica lever reaches at most this many times the
+# fleet: beyond, the pods it adds carry the load's growth (module doc, "At the floor").
+LEVER_ROOM = 2
 
 
 @dataclass(frozen=True)
@@ -99,20 +117,31 @@ class FewerPods:
     saved: float  # pod-seconds over the payback
     spent: float  # pod-seconds of GPU the rollout holds without serving
     delay: float  # seconds until a pod can be saved: the rollout, then the judgement
+    at_floor: bool = False  # the budgets need minReplicas: the gain is what every pod serves
 
     @property
     def pays(self) -> bool:
-        return self.pods_after < self.pods_now and self.saved > self.spent
+        return (self.at_floor or self.pods_after < self.pods_now) and self.saved > self.spent
 
     def phrase(self) -> str:
+        move = f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model"
+        sums = (
+            f"after {self.delay:.0f}s of rollout and judgement, against {self.spent:.0f} spent in "
+            "the rollout (it surges on a free GPU)"
+        )
+        if self.at_floor:
+            return (
+                f"{move} predicts one pod serves {self.per_pod_after:.2f}/s within the SLO "
+                f"against {self.per_pod_now:.2f}/s with the budgets in force, the SLO kept on "
+                f"{self.pods_now} ({self.predicted.phrase()}); every pod the replica lever runs "
+                f"serves x{self.per_pod_after / self.per_pod_now:.2f}: {self.saved:.0f} "
+                f"pod-seconds over the payback where the load fills them, {sums}"
+            )
         return (
-            f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model "
-            f"predicts {self.pods_after} pods within the SLO ({self.predicted.phrase()}) "
+            f"{move} predicts {self.pods_after} pods within the SLO ({self.predicted.phrase()}) "
             f"against {self.pods_now} with the budgets in force (one pod serves "
             f"{self.per_pod_after:.2f}/s against {self.per_pod_now:.2f}/s); "
-            f"{self.saved:.0f} pod-seconds saved over the payback after {self.delay:.0f}s of "
-            f"rollout and judgement, against {self.spent:.0f} spent in the rollout (it surges "
-            "on a free GPU)"
+            f"{self.saved:.0f} pod-seconds saved over the payback {sums}"
         )
 
 
@@ -165,6 +194,12 @@ class _Look:
     pods_now: int  # the pods the budgets in force need, at most the fleet
     floor: float  # the share of requests in the SLO a move must keep (on pods_now, less MIN_GAIN)
 
+    @property
+    def at_floor(self) -> bool:
+        """The budgets in force need no more pods than minReplicas: no pod can be saved, and
+        a move is judged by what every pod serves (the module doc's last part)."""
+        return self.pods_now <= self.lo
+
     @cached_property
     def per_pod_now(self) -> float:
         c = candidate_of(self.i.spec, self.i.state.overrides, 1)
@@ -184,12 +219,14 @@ class _Look:
         the lever would keep no fewer pods with it."""
         i, model = self.i, self.i.spec.model
         overrides = {**i.state.overrides, key: value}
-        c = candidate_of(i.spec, overrides, self.pods_now - 1)
+        # at the floor the move keeps the SLO on the pods there; above it, on fewer
+        c = candidate_of(i.spec, overrides, self.pods_now - (0 if self.at_floor else 1))
         fewer = fewest_pods(c, model, self.target, self.load, self.lo, self.floor)
         if fewer is None:
             return None
         per_pod = pod_capacity(c, model, self.target, self.load)
-        if self.per_pod_now <= 0 or per_pod < self.per_pod_now * i.settings.fewer_pods_min_gain:
+        gain = i.settings.floor_min_gain if self.at_floor else i.settings.fewer_pods_min_gain
+        if self.per_pod_now <= 0 or per_pod < self.per_pod_now * gain:
             # one pod serves no more (fewer pods would be a replay's noise: a valve that caps
             # every pod alike), or too little more for the pods saved to outlast today's load
             return None
@@ -197,7 +234,7 @@ class _Look:
         # a trough on one pod and need twice the pods at noon); the lever keeps what its own
         # sizing says, and the replay has seen the SLO kept on every count down to fewer[0]
         n = max(fewer[0], self.lever_after(per_pod))
-        if n >= self.pods_now:
+        if n >= self.pods_now and not self.at_floor:
             return None
         p = predict(replace(c, replicas=n), model, self.target, self.load)
         assert p is not None  # fewest_pods replayed it
@@ -224,8 +261,6 @@ def _look(i: Inputs) -> _Look | None:
         if found is None:
             return None
         pods_now, now_p = found
-    if pods_now <= lo:
-        return None  # nothing to save: the fleet is at its floor already
     # the p95s within the SLO are not enough: as many requests must meet it as on pods_now
     floor = now_p.attainment - MIN_GAIN
     return _Look(i, target, load, fit, trusted, lo, pods_now, floor)
@@ -249,7 +284,8 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
             if found is None:
                 continue
             n, p, per_pod = found
-            score = (-n, p.attainment, p.per_pod)
+            # at the floor the pods are fixed: the most served per pod is the target
+            score = (-n, per_pod, p.attainment) if look.at_floor else (-n, p.attainment, p.per_pod)
             if best is None or score > best[0]:
                 best = (score, key, value, p, per_pod)
     if best is None:
@@ -277,10 +313,13 @@ def _priced(look: _Look, key: BudgetKey, values: tuple[int, int], pods_after: in
     # those pods until the rollout is over (rule 0d holds a rolling fleet), where rule 9 would
     # have shed them
     spent = i.replicas * ready + (i.replicas - pods_now) * delay
-    saved = (pods_now - pods_after) * horizon
+    if look.at_floor:  # the pod-time the raised capacity saves where the load fills the pods
+        saved = pods_now * (1 - look.per_pod_now / per_pod_after) * horizon
+    else:
+        saved = (pods_now - pods_after) * horizon
     return FewerPods(
         key, *values, pods_now, pods_after, predicted, look.per_pod_now, per_pod_after, saved,
-        spent, delay,
+        spent, delay, look.at_floor,
     )  # fmt: skip
 
 
@@ -293,7 +332,7 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.state.pending is not None or i.state.canary is not None or retune_blocker(i) is not None:
         return i, None
-    if i.replicas <= max(1, i.scaling.min_replicas) or not model_knows(i):
+    if not model_knows(i):
         return i, None
     ahead = forecast(i)
     if ahead is not None and rising(ahead):
@@ -307,7 +346,26 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
+    reach = lever_reach(i)
+    if move.at_floor and (reach is None or reach[0] > LEVER_ROOM * i.replicas):
+        return i, None  # the replica lever has room to grow: no bet on what a pod serves
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
     diagnosis = f"the SLO is met on {i.replicas} pods"
-    return i, act(Reason.RETUNE_FOR_FEWER_PODS, diagnosis, step, i.snapshot)
+    if move.at_floor and reach is not None:
+        diagnosis += (
+            f", the fewest the budgets in force need (minReplicas), and the replica lever "
+            f"reaches {reach[0]} ({reach[1]})"
+        )
+    reason = Reason.RETUNE_FOR_CAPACITY if move.at_floor else Reason.RETUNE_FOR_FEWER_PODS
+    return i, act(reason, diagnosis, step, i.snapshot)
+
+
+def lever_reach(i: Inputs) -> tuple[int, str] | None:
+    """The most pods the replica lever can run now, and why: maxReplicas, or the fleet and the
+    pods the free GPUs of the type place beside it; None before the look for free GPUs."""
+    if i.spare_pods is None or i.scaling is None:
+        return None
+    placed = (i.replicas + i.spare_pods, f"{i.spare_pods} more pods on the free GPUs of the type")
+    cap = i.scaling.max_replicas
+    return placed if cap is None or placed[0] <= cap else (cap, "maxReplicas")

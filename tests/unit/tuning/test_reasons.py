@@ -19,7 +19,7 @@ WIRE = (
     "HoldPodsNotReady", "RetuneSettling", "RetuneKept", "RollbackWorse",
     "CanaryStarted", "CanaryJudging", "CanaryPromoted", "CanaryRemoved", "RetuneByModel",
     "RetuneAhead",
-    "RetuneForFewerPods", "ScaleUpRejections",
+    "RetuneForFewerPods", "RetuneForCapacity", "ScaleUpRejections",
     "RaiseQueueRejections", "LowerActiveSeqsITL", "LowerActiveSeqsPreemption", "ScaleUpLatency",
     "RaiseActiveSeqsWaiting", "RaiseBatchedTokensTTFT", "ScaleUpNearCapacity", "ScaleUpForecast",
     "ScaleDownLowLoad",
