@@ -51,14 +51,14 @@ at least, keeping the SLO and as many requests in it on those pods, pays when th
 would save where the load fills the pods (the floor's pods x (1 - before/after) over the
 payback) outweighs the rollout's (reason RetuneForCapacity). That saving comes only if the load
 grows, so the bet is made only where the replica lever cannot carry the growth: it reaches at
-most LEVER_ROOM x the fleet (maxReplicas, or the fleet and the pods the free GPUs of the type
-place beside it). There the pods the lever has are the capacity the service has, and the floor
-is the one time a move costs no pod: on l4-3b-gpus2/diurnal (two L4s in the cluster, a peak that
-needs three) the single pod of the morning rolls onto the second GPU with maxBatchedTokens 2048
--> 256, and the two pods of the peak meet the ITL SLO with it; at the peak the same move would
-stop one of the two (rollout_room.py). Where the lever had room, the same bet on every L4
-scenario of 8 GPUs cost GPU-hours for little (l4-3b/diurnal: +6% GPU-hours for 0.6 points of
-windows, docs/benchmarks.md).
+most LEVER_ROOM x the pods the budgets need (maxReplicas, or the fleet and the pods the free
+GPUs of the type place beside it). There the pods the lever has are the capacity the service
+has, and the floor is the one time a move costs no pod: on l4-3b-gpus2/diurnal (two L4s in the
+cluster, a peak that needs three) the single pod of the morning rolls onto the second GPU with
+maxBatchedTokens 2048 -> 256, and the two pods of the peak meet the ITL SLO with it; at the peak
+the same move would stop one of the two (rollout_room.py). Where the lever had room, the same
+bet on every L4 scenario of 8 GPUs cost GPU-hours for little (l4-3b/diurnal: +6% GPU-hours for
+0.6 points of windows, docs/benchmarks.md).
 
 A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
 once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
@@ -98,7 +98,8 @@ from vllm_operator.tuning.scaling import pods_for
 
 RATE_STEPS_PER_OCTAVE = 8  # the sized rate is rounded up to a 2^(1/8) = 9% step
 # At the floor a move is made only where the replica lever reaches at most this many times the
-# fleet: beyond, the pods it adds carry the load's growth (module doc, "At the floor").
+# pods the budgets need (minReplicas): beyond, the pods it adds carry the load's growth (module
+# doc, "At the floor").
 LEVER_ROOM = 2
 
 
@@ -347,7 +348,7 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
     reach = lever_reach(i)
-    if move.at_floor and (reach is None or reach[0] > LEVER_ROOM * i.replicas):
+    if move.at_floor and (reach is None or reach[0] > LEVER_ROOM * move.pods_now):
         return i, None  # the replica lever has room to grow: no bet on what a pod serves
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")

@@ -64,9 +64,9 @@ class TuningSettings:
     # budgets' is x1.47) cost 1-8% more GPU-hours than no move within the hour
     fewer_pods_min_gain: float = 1.25
     # ... and where the budgets need only minReplicas and the replica lever reaches at most twice
-    # the fleet (RetuneForCapacity), by this factor: no pod is counted there, only the capped
-    # lever's capacity. The model gave the same L4 service x1.28 (seed 0) and x1.09 (seed 2) at
-    # minute 5 of bench l4-3b-gpus2/diurnal; at x1.25 seeds 2 and 4 made no move and kept 62-63%
+    # that (RetuneForCapacity), by this factor: no pod is counted there, only the capped
+    # lever's capacity. The model gave the same L4 service x1.28 (seed 7) and x1.09 (seed 9) at
+    # minute 5 of bench l4-3b-gpus2/diurnal; at x1.25 seeds 9 and 11 made no move and kept 62-63%
     # of the windows, where the move kept 83-97%. Just above what the capacity search's 5%
     # brackets (model_capacity.RELATIVE_PRECISION) make of two equal capacities: 1 / 0.95.
     floor_min_gain: float = 1.06

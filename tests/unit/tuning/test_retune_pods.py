@@ -455,7 +455,7 @@ def test_at_the_floor_no_look_while_the_arrivals_rise() -> None:
 def test_at_the_floor_a_move_only_where_the_lever_cannot_more_than_double_the_fleet(
     spare: int, max_replicas: int, reach: str | None
 ) -> None:
-    """Where the replica lever can grow the fleet past twice its pods, the pods it adds carry
+    """Where the replica lever can grow past twice the pods the budgets need, the pods it adds carry
     the load's growth and no bet on what a pod serves is made (bench l4-3b/diurnal on 8 L4s:
     +6% GPU-hours for 0.6 points of windows); where it cannot (two L4s in the cluster, or
     maxReplicas 2) the move made now is the one that costs no pod at the peak."""
@@ -471,3 +471,28 @@ def test_at_the_floor_a_move_only_where_the_lever_cannot_more_than_double_the_fl
     _, d = decide_fewer_pods(i)
     assert (d is not None) is (reach is not None)
     assert d is None or reach in d.message
+
+
+def test_at_the_floor_the_reach_is_counted_against_the_pods_the_budgets_need(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three pods where one carries the load (rule 9 has yet to shed two): with three GPUs free
+    the lever reaches six, past twice the one pod the budgets need: no bet, though the move
+    pays by the sums (a pod serves x2 with it, as stubbed here)."""
+    figures = replace(
+        one_l4().snapshot,
+        pods_expected=3,
+        pods_scraped=3,
+        fleet=FleetView(desired=3, ready=3, updated=3, rolling=False),
+    )
+    i = replace(
+        one_l4(spare_pods=3),
+        spec=spec(**L4, replicas=3),
+        snapshot=figures,
+        state=watched(3, MORNING),
+        capacities=(CapacityEstimate(1.4, "model", T0),),
+    )
+    monkeypatch.setattr(retune_pods, "pod_capacity", _capacities(i, 2.0))
+    move = compute_fewer_pods(i)
+    assert move is not None and move.at_floor and move.pods_now == 1 and move.pays
+    assert decide_fewer_pods(i)[1] is None
