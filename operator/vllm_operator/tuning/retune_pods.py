@@ -325,8 +325,9 @@ def _priced(look: _Look, key: BudgetKey, values: tuple[int, int], pods_after: in
 
 
 def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
-    """9b. The fleet meets its SLO, and the model's best move needs fewer pods: the move when it
-    pays (see the module doc), else None. A move whose rollout needs a free GPU, in a pass that
+    """9b. The fleet meets its SLO, and the model's best move needs fewer pods (or, at the floor
+    on a capped replica lever, serves more per pod): the move when it pays (see the module
+    doc), else None. A move whose rollout needs a free GPU, in a pass that
     has not looked for one, returns `i` asking for it (Inputs.asks_spare_gpu): the handler looks
     and decides again."""
     if not i.autotune_acts or not i.rates_trusted or has_problem(i) or i.scaling is None:
@@ -347,7 +348,7 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
-    reach = lever_reach(i)
+    reach = _lever_reach(i)
     if move.at_floor and (reach is None or reach[0] > LEVER_ROOM * move.pods_now):
         return i, None  # the replica lever has room to grow: no bet on what a pod serves
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
@@ -362,7 +363,7 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     return i, act(reason, diagnosis, step, i.snapshot)
 
 
-def lever_reach(i: Inputs) -> tuple[int, str] | None:
+def _lever_reach(i: Inputs) -> tuple[int, str] | None:
     """The most pods the replica lever can run now, and why: maxReplicas, or the fleet and the
     pods the free GPUs of the type place beside it; None before the look for free GPUs."""
     if i.spare_pods is None or i.scaling is None:

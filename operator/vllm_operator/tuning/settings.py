@@ -102,12 +102,10 @@ class TuningSettings:
             problems.append("need forecast_max_growth >= 1 and headroom <= forecast_headroom <= 1")
         if not self.fall_rate > 0:
             problems.append("need fall_rate > 0")
-        if self.judgement_load_tolerance < 0 or min(self.fewer_pods_min_gain,
-                                                    self.floor_min_gain) < 1:  # fmt: skip
-            problems.append(
-                "need judgement_load_tolerance >= 0, fewer_pods_min_gain >= 1 and "
-                "floor_min_gain >= 1"
-            )
+        if self.judgement_load_tolerance < 0 or self.fewer_pods_min_gain < 1:
+            problems.append("need judgement_load_tolerance >= 0 and fewer_pods_min_gain >= 1")
+        if self.floor_min_gain < 1:
+            problems.append("need floor_min_gain >= 1")
         if problems:
             raise ValueError("TuningSettings: " + "; ".join(problems))
 
