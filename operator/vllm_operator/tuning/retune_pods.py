@@ -348,18 +348,18 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
-    reach = _lever_reach(i)
-    if move.at_floor and (reach is None or reach[0] > LEVER_ROOM * move.pods_now):
-        return i, None  # the replica lever has room to grow: no bet on what a pod serves
-    applied = apply_budget(i, move.field, move.from_value, move.to_value)
-    step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
-    diagnosis = f"the SLO is met on {i.replicas} pods"
-    if move.at_floor and reach is not None:
+    diagnosis, reason = f"the SLO is met on {i.replicas} pods", Reason.RETUNE_FOR_FEWER_PODS
+    if move.at_floor:
+        reach = _lever_reach(i)
+        if reach is None or reach[0] > LEVER_ROOM * move.pods_now:
+            return i, None  # the replica lever has room to grow: no bet on what a pod serves
+        reason = Reason.RETUNE_FOR_CAPACITY
         diagnosis += (
             f", the fewest the budgets in force need (minReplicas), and the replica lever "
             f"reaches {reach[0]} ({reach[1]})"
         )
-    reason = Reason.RETUNE_FOR_CAPACITY if move.at_floor else Reason.RETUNE_FOR_FEWER_PODS
+    applied = apply_budget(i, move.field, move.from_value, move.to_value)
+    step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
     return i, act(reason, diagnosis, step, i.snapshot)
 
 
