@@ -7,7 +7,7 @@ from typing import Final, Literal
 
 from pydantic import Field
 
-from vllm_operator.api.base import StatusModel
+from vllm_operator.api.base import INT32_MAX, StatusModel
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.budgets import BudgetValues as BudgetValues
 
@@ -232,6 +232,15 @@ class TuningStatus(StatusModel):
     )
     last_scale_time: datetime | None = Field(
         default=None, description="When the tuner last changed replicas."
+    )
+    last_scale_from: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description=(
+            "Replicas before the tuner's last change: after a scale-up, a latency miss in a "
+            "metrics window older than the new pods may be theirs to fix (NewPodsSuffice)."
+        ),
     )
     scale_down_votes: int | None = Field(
         default=None, description="Consecutive low-load passes (a scale down needs several)."

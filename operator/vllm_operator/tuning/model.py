@@ -294,6 +294,7 @@ class TuningState:
     desired_replicas: int | None = None
     overrides: dict[str, int] = field(default_factory=dict)  # BudgetKey -> value in force
     last_scale_at: datetime | None = None
+    last_scale_from: int | None = None  # replicas before that change: was it a scale-up?
     scale_down_votes: int = 0
     retune_cooldown_until: datetime | None = None
     restart_times: tuple[datetime, ...] = ()

@@ -86,6 +86,7 @@ def state_from_status(
         desired_replicas=status.desired_replicas,
         overrides=overrides,
         last_scale_at=status.last_scale_time,
+        last_scale_from=status.last_scale_from,
         scale_down_votes=status.scale_down_votes or 0,
         retune_cooldown_until=status.cooldown_until,
         restart_times=tuple(status.restart_times),
@@ -185,6 +186,7 @@ def status_from_state(
         restart_times=restarts[-MAX_RESTART_TIMES:],
         cooldown_until=state.retune_cooldown_until,
         last_scale_time=state.last_scale_at,
+        last_scale_from=state.last_scale_from,
         scale_down_votes=state.scale_down_votes,
         pending=None if state.pending is None else _pending_status(state.pending),
         holds=[

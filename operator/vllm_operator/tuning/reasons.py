@@ -224,6 +224,11 @@ class Reason(StrEnum):
         "Hold",
         "blocker: KV cache usage leaves no room to admit more requests",
     )
+    NEW_PODS_SUFFICE = (
+        "NewPodsSuffice",
+        "Hold",
+        "blocker: the latency miss predates the pods last added, which serve the forecast",
+    )
     ROLLOUT_NEEDS_PODS = (
         "RolloutNeedsPods",
         "Hold",

@@ -20,6 +20,7 @@ from vllm_operator.tuning.scaling import (
     forecast_pods,
     low_load,
     near_capacity,
+    new_pods_suffice,
     scale_down,
     scale_up,
     scale_up_to,
@@ -150,7 +151,9 @@ def latency_over(i: Inputs) -> Decision | None:
         return None
     phrases = " and ".join(signals.latency_phrase(i, w) for w in over)
     diagnosis = f"{phrases} with {signals.running_phrase(i)}"
-    return _problem(i, [Reason.SCALE_UP_LATENCY], diagnosis, [lambda: scale_up(i)])
+    held = new_pods_suffice(i)
+    up = (lambda: held) if held is not None else (lambda: scale_up(i))
+    return _problem(i, [Reason.SCALE_UP_LATENCY], diagnosis, [up])
 
 
 def forecast_over(i: Inputs) -> Decision | None:

@@ -39,7 +39,13 @@ def _since_last_scale(i: Inputs) -> float | None:
 
 
 def _move(i: Inputs, target: int) -> Move:
-    state = replace(i.state, desired_replicas=target, last_scale_at=i.now, scale_down_votes=0)
+    state = replace(
+        i.state,
+        desired_replicas=target,
+        last_scale_at=i.now,
+        last_scale_from=i.replicas,
+        scale_down_votes=0,
+    )
     action = Action("ScaleReplicas", "replicas", i.replicas, target)
     return Move(action, state, f"replicas {i.replicas} -> {target}")
 
@@ -86,6 +92,33 @@ def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
         # it, read low; learned anyway, that figure would size the fleet for an hour.
         return move
     return replace(move, state=replace(move.state, capacity=Capacity(per_pod, i.now)))
+
+
+def new_pods_suffice(i: Inputs) -> Blocked | None:
+    """The blocker of a scale-up for latency measured partly before the pods of the last
+    scale-up were Ready, where the trusted capacity says the fleet now serves the forecast.
+
+    The metrics window still holds the minutes the smaller fleet served, so its p95 is over the
+    SLO for up to a window after the new pods took their share. Another pod, Ready minutes from
+    now, would answer a miss the window will have forgotten by then, and stay until a scale down
+    (docs/tuning.md, "A miss older than the new pods"). After a scale down the miss is the
+    smaller fleet's, now: no blocker then.
+    """
+    since, before = _since_last_scale(i), i.state.last_scale_from
+    if since is None or before is None or before >= i.replicas or _after_pods_ready(i, since):
+        return None
+    known, ahead = trusted_capacity(i), forecast(i)
+    if known is None or ahead is None or not i.rates_trusted:
+        return None
+    rate = max(ahead.rate, ahead.now_rate)
+    if forecast_pods(i, rate, known.per_pod) > i.replicas:
+        return None
+    phrase = (
+        f"the window began before the pods of replicas {before} -> {i.replicas} ({since:.0f}s ago)"
+        f" were Ready, and {i.replicas} serve {rate:.2f}/s (the forecast) at "
+        f"{i.settings.forecast_headroom:.0%} of capacity {known.per_pod:.2f}/s ({known.source})"
+    )
+    return Blocked(Reason.NEW_PODS_SUFFICE, phrase)
 
 
 def scale_up_to(i: Inputs, target: int) -> Move | Blocked:

@@ -31,6 +31,7 @@ FULL = TuningState(
     desired_replicas=3,
     overrides={"maxRequests": 64},
     last_scale_at=T0 - timedelta(minutes=7),
+    last_scale_from=2,
     scale_down_votes=1,
     retune_cooldown_until=T0 + timedelta(minutes=12),
     restart_times=(T0 - timedelta(minutes=3),),
@@ -70,6 +71,7 @@ def test_status_fields() -> None:
         restart_times=[T0 - timedelta(minutes=3)],
         cooldown_until=T0 + timedelta(minutes=12),
         last_scale_time=T0 - timedelta(minutes=7),
+        last_scale_from=2,
         scale_down_votes=1,
         pending=PendingRetuneStatus(
             field="maxRequests",

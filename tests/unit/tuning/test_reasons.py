@@ -26,7 +26,8 @@ WIRE = (
     "WithinSLO", "AutoscalingOff", "AutotuneOff", "AtMaxReplicas", "NoFreeGPU", "AtMinReplicas",
     "ScaleUpCooldown", "ScaleDownVoting", "ScaleDownStabilizing", "RetuneCooldown",
     "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound",
-    "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull", "RolloutNeedsPods",
+    "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull", "NewPodsSuffice",
+    "RolloutNeedsPods",
 )  # fmt: skip
 
 

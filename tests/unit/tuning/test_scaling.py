@@ -42,6 +42,7 @@ def test_scale_up_decision_in_full() -> None:
         state=state(
             desired_replicas=3,
             last_scale_at=T0,
+            last_scale_from=2,
             capacity=Capacity(5.0, T0),
             arrivals=seen(),
             problem_since=T0,
