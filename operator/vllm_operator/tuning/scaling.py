@@ -96,7 +96,9 @@ def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
 
 def new_pods_suffice(i: Inputs) -> Blocked | None:
     """The blocker of a scale-up for latency measured partly before the pods of the last
-    scale-up were Ready, where the trusted capacity says the fleet now serves the forecast.
+    scale-up were Ready, where the trusted capacity says the fleet now serves the forecast with
+    the room a scale down leaves (`headroom`, not rule 8's `forecast_headroom`: a fleet that
+    only just fits may be missing for itself, and that miss is acted on).
 
     The metrics window still holds the minutes the smaller fleet served, so its p95 is over the
     SLO for up to a window after the new pods took their share. Another pod, Ready minutes from
@@ -111,12 +113,12 @@ def new_pods_suffice(i: Inputs) -> Blocked | None:
     if known is None or ahead is None or not i.rates_trusted:
         return None
     rate = max(ahead.rate, ahead.now_rate)
-    if forecast_pods(i, rate, known.per_pod) > i.replicas:
+    if pods_for(i, rate, known.per_pod) > i.replicas:
         return None
     phrase = (
         f"the window began before the pods of replicas {before} -> {i.replicas} ({since:.0f}s ago)"
-        f" were Ready, and {i.replicas} serve {rate:.2f}/s (the forecast) at "
-        f"{i.settings.forecast_headroom:.0%} of capacity {known.per_pod:.2f}/s ({known.source})"
+        f" were Ready, and {i.replicas} serve {rate:.2f}/s (the forecast) under "
+        f"{i.settings.headroom:.0%} of capacity {known.per_pod:.2f}/s ({known.source}) each"
     )
     return Blocked(Reason.NEW_PODS_SUFFICE, phrase)
 

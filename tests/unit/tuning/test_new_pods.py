@@ -14,7 +14,7 @@ from tests.unit.tuning.support import T0, brief, history, snap, spec, state
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.model import Capacity, FleetView, MetricsSnapshot, TuningState
 
-CAPACITY = Capacity(8.0, T0 - timedelta(minutes=30))  # 8 req/s per pod: 7.2 at 90%
+CAPACITY = Capacity(8.0, T0 - timedelta(minutes=30))  # 8 req/s per pod: 6.4 at 80%
 # the base spec: TTFT SLO 500 ms, maxReplicas 4; a window of 120 s, the default ready time 300 s:
 # a window began after the pods of a change were Ready 420 s after it
 JUST_SCALED = timedelta(seconds=200)
@@ -42,7 +42,7 @@ def test_a_miss_older_than_the_pods_just_added_holds_when_they_serve_the_forecas
     assert decision.message == (
         "TTFT p95 0.60s over SLO 0.50s with 2.7 running and 0.0 waiting per pod (active cap 8)"
         ", but the window began before the pods of replicas 2 -> 3 (200s ago) were Ready, and 3"
-        " serve 10.00/s (the forecast) at 90% of capacity 8.00/s (observed)"
+        " serve 10.00/s (the forecast) under 80% of capacity 8.00/s (observed) each"
     )
     assert decision.state.last_scale_from == 2  # a hold keeps what the last change was
 
@@ -53,6 +53,12 @@ def test_a_miss_older_than_the_pods_just_added_holds_when_they_serve_the_forecas
         ("after a scale down the miss is the smaller fleet's", 4, JUST_SCALED, 10.0),
         ("the window began after the new pods were Ready", 2, timedelta(seconds=420), 10.0),
         ("the forecast needs a fourth pod: 25/s over 7.2 per pod", 2, JUST_SCALED, 25.0),
+        (
+            "three fit rule 8's 90% (7.2 per pod), not a scale down's 80% (6.4)",
+            2,
+            JUST_SCALED,
+            20.0,
+        ),
     ],
 )
 def test_a_miss_scales_up_otherwise(why: str, came_from: int, ago: timedelta, rate: float) -> None:
