@@ -52,7 +52,7 @@ def test_a_miss_older_than_the_pods_just_added_holds_when_they_serve_the_forecas
     [
         ("after a scale down the miss is the smaller fleet's", 4, JUST_SCALED, 10.0),
         ("the window began after the new pods were Ready", 2, timedelta(seconds=420), 10.0),
-        ("the forecast needs a fourth pod: 25/s over 7.2 per pod", 2, JUST_SCALED, 25.0),
+        ("the forecast needs a fourth pod: 25/s at 6.4 per pod", 2, JUST_SCALED, 25.0),
         (
             "three fit rule 8's 90% (7.2 per pod), not a scale down's 80% (6.4)",
             2,
