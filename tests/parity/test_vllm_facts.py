@@ -3,6 +3,8 @@
 * options.json, the committed option list, is exactly what vLLM's `vllm serve` parser holds;
 * resolve_token reads every generated argv token as vLLM does (its FlexibleArgumentParser
   rewrites, then argparse's _parse_optional): option and dest, ambiguous, unknown or a value;
+* the dtype lists of vllm_operator.vllm.dtypes are vLLM's, and its KV-dtype check refuses what
+  VllmConfig refuses, with the same message;
 * the value parsers of the flag table (int, human-readable int, `auto`, float) accept and
   refuse what vLLM's own `type` callables accept and refuse, with the same values.
 
@@ -22,6 +24,7 @@ from tests.parity.gen_options import (
     run_probe,
 )
 from vllm_operator.api import flags as owned_flags
+from vllm_operator.vllm import dtypes
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.numbers import FlagValueError
 from vllm_operator.vllm.options import load_option_table, resolve_token
@@ -131,3 +134,21 @@ def test_value_parsers_are_vllms(vllm_python: str) -> None:
         if ours["ok"] != theirs["ok"] or (ours["ok"] and ours["value"] != theirs["value"]):
             differ.append((flag.flag, value, ours, theirs))
     assert differ == []
+
+
+def test_dtype_lists_and_the_kv_dtype_check_are_vllms(vllm_python: str) -> None:
+    cases = [
+        {"cache": cache, "model": model}
+        for cache in ("auto", "float16", "bfloat16", "fp8")
+        for model in ("bfloat16", "float16", "float32")
+    ]
+    answer = _probe(vllm_python, "--dtypes", cases)
+    assert list(dtypes.KV_CACHE_DTYPES) == answer["kv_cache_dtypes"]
+    assert list(dtypes.MODEL_DTYPES) == answer["model_dtypes"]
+    for case, theirs in zip(cases, answer["results"], strict=True):
+        try:
+            dtypes.check_kv_cache_dtype(case["cache"], case["model"])
+            ours = None
+        except ValueError as exc:
+            ours = str(exc)
+        assert (case, ours) == (case, theirs["error"])

@@ -11,6 +11,9 @@ stdin: a JSON list of cases. Each case has
                  the GPU that the hardware-dependent defaults are computed for
   model_max_len  the context length vLLM would derive from the model's HF config; needed
                  only when argv has no --max-model-len (the probe never downloads a model)
+(Other modes: --options, --values, --resolve, and --dtypes: stdin a list of {"cache", "model"}
+dtype names; stdout vLLM's KV-cache and model dtype lists and VllmConfig's KV-dtype check's
+error, or null, for each.)
 stdout: {"vllm": <version>, "results": [...]} with one result per case, in order:
   {"accepted": bool, "stage": null | "parse" | "validate" | "config", "error": str | null,
    "parsed": {"cli": {...}, "scheduler": {...}, "cache": {...}}}
@@ -458,7 +461,40 @@ def parse_value(dest: str, value: str) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
 
 
+def dtype_rules(cases: list[dict[str, str]]) -> dict[str, Any]:
+    """vLLM's dtype lists, and what VllmConfig's KV-dtype check says to each (cache, model)."""
+    import types
+    import typing
+
+    import torch
+    from vllm.config.cache import KV_CACHE_DTYPES
+    from vllm.config.model import ModelDType
+    from vllm.config.vllm import VllmConfig
+
+    results = []
+    for case in cases:
+        config = types.SimpleNamespace(
+            cache_config=types.SimpleNamespace(cache_dtype=case["cache"]),
+            model_config=types.SimpleNamespace(dtype=getattr(torch, case["model"])),
+        )
+        try:
+            VllmConfig._reject_mismatched_float_kv_cache(config)  # type: ignore[arg-type]
+            results.append({"error": None})
+        except ValueError as exc:
+            results.append({"error": str(exc)})
+    return {
+        "vllm": vllm.__version__,
+        "kv_cache_dtypes": list(KV_CACHE_DTYPES),
+        "model_dtypes": list(typing.get_args(ModelDType)),
+        "results": results,
+    }
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--dtypes"]:
+        json.dump(dtype_rules(json.load(sys.stdin)), _ANSWER)
+        _ANSWER.write("\n")
+        return 0
     if sys.argv[1:] == ["--values"]:
         cases = json.load(sys.stdin)
         results = [parse_value(c["dest"], c["value"]) for c in cases]

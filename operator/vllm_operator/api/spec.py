@@ -18,6 +18,7 @@ from vllm_operator.api.durations import Duration, parse_duration
 from vllm_operator.api.envsource import EnvVarSource
 from vllm_operator.api.resources import ResourcesSpec
 from vllm_operator.constants import DEFAULT_IMAGE, VLLM_CACHE_HOME
+from vllm_operator.vllm.dtypes import KvCacheDtype
 
 EXTRA_ARGS_MAX_ITEMS: Final = 64
 EXTRA_ARG_MAX_LENGTH: Final = 256
@@ -138,11 +139,12 @@ class EngineSpec(SpecModel):
             f"(--scheduling-policy). {_VLLM_DEFAULT}"
         ),
     )
-    kv_cache_dtype: str | None = Field(
+    kv_cache_dtype: KvCacheDtype | None = Field(
         default=None,
-        max_length=32,
-        pattern=r"^[a-z0-9_]+$",
-        description=f"KV cache data type, e.g. auto, fp8 (--kv-cache-dtype). {_VLLM_DEFAULT}",
+        description=(
+            "KV cache data type, one of vLLM 0.33's (--kv-cache-dtype); float16 or bfloat16 "
+            f"must be the dtype the model runs in. {_VLLM_DEFAULT}"
+        ),
     )
     tensor_parallel_size: int | None = Field(
         default=None,

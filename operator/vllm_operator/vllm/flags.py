@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from vllm_operator.vllm.dtypes import MODEL_DTYPES
 from vllm_operator.vllm.numbers import (
     FlagValueError,
     human_readable_int,
@@ -138,8 +139,8 @@ STREAM_INTERVAL: Final = _f("--stream-interval", Kind.INT, 1)
 DISABLE_LOG_STATS: Final = _f("--disable-log-stats", Kind.STORE_TRUE, False)
 # seconds in-flight requests may finish after SIGTERM; 0 aborts them (vllm/engine/arg_utils.py)
 SHUTDOWN_TIMEOUT: Final = _f("--shutdown-timeout", Kind.INT, 0)
+DTYPE: Final = _f("--dtype", Kind.CHOICE, "auto", choices=MODEL_DTYPES)
 # accepted by the twin because vLLM accepts them; they change nothing it models
-DTYPE: Final = _f("--dtype", Kind.STR, "auto")
 TRUST_REMOTE_CODE: Final = _bool("--trust-remote-code", False)
 ENFORCE_EAGER: Final = _bool("--enforce-eager", False)
 DOWNLOAD_DIR: Final = _f("--download-dir", Kind.STR)

@@ -15,11 +15,12 @@ from vllm_operator.sim.engine.memory import (
     size_kv_cache,
 )
 from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile, StepCoefficients
-from vllm_operator.vllm import flags
+from vllm_operator.vllm import dtypes, flags
 from vllm_operator.vllm.defaults import BatchDefaults, batch_defaults
 from vllm_operator.vllm.rules import check_limits, resolve_batch_limits
 
 POLICIES = flags.SCHEDULING_POLICY.choices
+MODELLED_DTYPES = ("bfloat16", "float16")
 PERFORMANCE_MODES = flags.PERFORMANCE_MODE.choices
 
 
@@ -41,6 +42,7 @@ class EngineConfig:
     async_scheduling: bool | None = None
     tensor_parallel_size: int = 1
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: what the model runs in (vllm_operator.vllm.dtypes)
     block_size: int = 16
     watermark: float = 0.0
     scheduler_reserve_full_isl: bool = True
@@ -69,6 +71,7 @@ class ResolvedConfig:
     async_scheduling: bool
     tensor_parallel_size: int
     kv_cache_dtype: str
+    dtype: str  # the torch dtype the model runs in: bfloat16 or float16
     block_size: int
     watermark: float
     scheduler_reserve_full_isl: bool
@@ -132,6 +135,20 @@ def _check_model_len(cfg: EngineConfig, model: ModelProfile) -> None:
         )
 
 
+def _model_dtype(cfg: EngineConfig, gpu: GpuProfile, model: ModelProfile) -> str:
+    """The dtype the model runs in, checked the way vLLM checks it between config and worker."""
+    capability = gpu.compute_capability
+    dtype = dtypes.resolve_model_dtype(cfg.dtype, model.dtype, capability=capability)
+    dtypes.check_kv_cache_dtype(cfg.kv_cache_dtype, dtype)
+    dtypes.check_device_dtype(dtype, capability=capability, device_name=gpu.device_name)
+    if dtype not in MODELLED_DTYPES:
+        raise ValueError(
+            f"dtype {dtype!r} is not modelled by the simulator (modelled: "
+            f"{', '.join(MODELLED_DTYPES)}): the profiles' step times are 16-bit ones"
+        )
+    return dtype
+
+
 def resolve_config(
     cfg: EngineConfig,
     gpu: GpuProfile,
@@ -148,6 +165,7 @@ def resolve_config(
             f"parallel size ({tp})."
         )
     _check_model_len(cfg, model)
+    dtype = _model_dtype(cfg, gpu, model)
     sizing = size_kv_cache(
         gpu,
         model,
@@ -201,6 +219,7 @@ def resolve_config(
         async_scheduling=True if cfg.async_scheduling is None else cfg.async_scheduling,
         tensor_parallel_size=tp,
         kv_cache_dtype=cfg.kv_cache_dtype,
+        dtype=dtype,
         block_size=cfg.block_size,
         watermark=cfg.watermark,
         scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,

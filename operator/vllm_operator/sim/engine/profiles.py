@@ -7,6 +7,7 @@ of I/O. Sources for every number are in docs/twin-calibration.md §2 and the YAM
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
@@ -35,6 +36,9 @@ class GpuProfile:
     # attention (fitted by `vllm-twin calibrate`); None: StepCoefficients.eta_w / eta_kv
     eta_w: float | None = None
     eta_kv: float | None = None
+    # CUDA compute capability as torch reports it ("8.9"); below 8.0 there is no bfloat16, so
+    # vLLM runs a BF16 checkpoint in float16 (vllm_operator.vllm.dtypes); None: not known
+    compute_capability: str | None = None
 
     @property
     def memory_bytes(self) -> int:
@@ -60,6 +64,7 @@ class ModelProfile:
     max_model_len: int  # vLLM's derived maximum (max_position_embeddings)
     activation_gib: float  # vLLM's profiled activation peak (llm-d-planner constants)
     aliases: tuple[str, ...] = ()  # HF ids that mean this profile
+    dtype: str = "bfloat16"  # the checkpoint's dtype (config.json torch_dtype)
 
     def kv_bytes_per_token_at(self, kv_dtype_bytes: int) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
@@ -157,8 +162,20 @@ def _positive(kind: str, name: str, obj: object, names: tuple[str, ...]) -> None
             raise ProfileError(f"{kind} {name!r}: {field_name} must be a positive number")
 
 
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # 16-bit checkpoints: what the step times are
+_CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")
+
+
 def gpu_from_mapping(name: str, raw: Mapping[str, Any]) -> GpuProfile:
     gpu: GpuProfile = _build(GpuProfile, name, raw, "gpu")
+    capability = gpu.compute_capability
+    if capability is not None and not (
+        isinstance(capability, str) and _CAPABILITY.fullmatch(capability)
+    ):
+        raise ProfileError(
+            f'gpu {name!r}: compute_capability is MAJOR.MINOR in quotes, e.g. "8.9"; '
+            f"got {capability!r}"
+        )
     _positive("gpu", name, gpu, ("memory_gib", "bandwidth_tbps", "tflops"))
     _positive("gpu", name, gpu, ("interconnect_gbps", "allreduce_latency_us"))
     if gpu.tdp_watts is not None:
@@ -192,6 +209,11 @@ def model_from_mapping(name: str, raw: Mapping[str, Any]) -> ModelProfile:
     _positive(
         "model", name, model, ("dtype_bytes", "weight_bytes", "max_model_len", "activation_gib")
     )
+    if _DTYPE_BYTES.get(model.dtype) != model.dtype_bytes:
+        raise ProfileError(
+            f"model {name!r}: dtype must be one of {', '.join(_DTYPE_BYTES)} and match "
+            f"dtype_bytes ({model.dtype!r} with dtype_bytes {model.dtype_bytes})"
+        )
     derived = model.kv_bytes_per_token_at(model.dtype_bytes)
     # the YAML states kv_bytes_per_token for readers; a typo in either place must not pass
     if model.kv_bytes_per_token != derived:
