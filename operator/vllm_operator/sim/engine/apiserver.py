@@ -8,13 +8,18 @@ requests of 128 prompt tokens get their first token between ~14 s and 22.6 s (me
 then their tokens 0.6 s apart, the time of a full 8192-token prefill step, which a server that
 handed them to the engine one by one would never fill.
 
-`ApiServer` keeps the requests in work with the CPU time each still needs; time only moves
-forward, and `take(t)` returns those done by `t` with the time each was done. Jobs of equal
-cost finish in arrival order. Pure: no clock, no I/O.
+`ApiServer` keeps the requests in work and `take(t)` returns those done by `t` with the time each
+was done; time only moves forward. It counts the CPU seconds every job in work has received so
+far (`_served`: with n jobs, 1/n of each wall second): a job that arrives needing `work` is done
+when that count reaches its arrival's count plus `work`, so the next one done is the least such
+mark, kept on a heap. A burst of n requests costs O(n log n), not the O(n^2) of charging every
+job its share at every finish. Jobs of equal cost that arrive together finish together, in
+arrival order. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -22,25 +27,31 @@ T = TypeVar("T")
 
 class ApiServer(Generic[T]):
     def __init__(self) -> None:
-        self._jobs: list[list[float | int]] = []  # [remaining CPU seconds, sequence]
-        self._items: dict[int, T] = {}
+        self._marks: list[tuple[float, int]] = []  # (CPU count at which it is done, sequence)
+        self._items: dict[int, T] = {}  # the jobs in work; a removed one leaves a stale mark
         self._seq = 0
+        self._served = 0.0  # CPU seconds each job in work since the start has received
         self._t = 0.0
 
     def __len__(self) -> int:
-        return len(self._jobs)
+        return len(self._items)
+
+    def _least(self) -> float | None:
+        while self._marks and self._marks[0][1] not in self._items:
+            heapq.heappop(self._marks)  # a removed job's mark
+        return self._marks[0][0] if self._marks else None
 
     def next_finish(self) -> float | None:
         """When the next job is done if nothing else arrives; None when there is none."""
-        if not self._jobs:
+        least = self._least()
+        if least is None:
             return None
-        least = min(float(j[0]) for j in self._jobs)
-        return self._t + least * len(self._jobs)
+        return self._t + (least - self._served) * len(self._items)
 
     def add(self, now: float, work: float, item: T) -> list[tuple[float, T]]:
         """A request arrives at `now` needing `work` CPU seconds; returns what `take` would."""
         done = self.take(now)
-        self._jobs.append([work, self._seq])
+        heapq.heappush(self._marks, (self._served + work, self._seq))
         self._items[self._seq] = item
         self._seq += 1
         return done
@@ -48,21 +59,17 @@ class ApiServer(Generic[T]):
     def take(self, now: float) -> list[tuple[float, T]]:
         """Run the shared CPU up to `now`; the jobs finished by then, in finishing order."""
         out: list[tuple[float, T]] = []
-        while self._jobs:
-            n = len(self._jobs)
-            least = min(float(j[0]) for j in self._jobs)
-            finish = self._t + least * n
+        while (least := self._least()) is not None:
+            n = len(self._items)
+            finish = self._t + (least - self._served) * n
             if finish > now:
-                share = (now - self._t) / n
-                for job in self._jobs:
-                    job[0] = float(job[0]) - share
+                self._served += (now - self._t) / n
                 break
-            finished = [job for job in self._jobs if job[0] == least]
-            self._jobs = [job for job in self._jobs if job[0] != least]
-            for job in self._jobs:
-                job[0] = float(job[0]) - least
-            self._t = finish
-            out += [(finish, self._items.pop(int(job[1]))) for job in finished]
+            while self._marks and self._marks[0][0] == least:
+                _, seq = heapq.heappop(self._marks)
+                if seq in self._items:
+                    out.append((finish, self._items.pop(seq)))
+            self._served, self._t = least, finish
         self._t = max(self._t, now)
         return out
 
@@ -71,6 +78,5 @@ class ApiServer(Generic[T]):
         for seq, held in self._items.items():
             if held is item:
                 del self._items[seq]
-                self._jobs = [job for job in self._jobs if job[1] != seq]
                 return True
         return False
