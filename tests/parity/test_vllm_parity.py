@@ -36,6 +36,8 @@ from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.config import load_operator_config
 from vllm_operator.constants import DEFAULT_IMAGE, VLLM_VERSION
 from vllm_operator.render import build_args, compute_parallel_sizes, render_all
+from vllm_operator.render.args import checked_extra_args
+from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.defaults import batch_defaults
 from vllm_operator.vllm.rules import SchedulerLimitError, check_limits, resolve_batch_limits
 from vllm_twin.argv import parse_vllm_argv
@@ -298,6 +300,55 @@ DEFAULTS_TABLE: dict[str, tuple[int, int]] = {
 }
 
 
+# extraArgs vLLM's parser takes or exits on by their values and arity (vllm_operator.vllm.values):
+# each alone and each pair, after the rendered args of a plain spec
+EXTRA_ARGS_VOCABULARY: tuple[tuple[str, ...], ...] = (
+    ("--dtype", "half"),
+    ("--dtype", "fp16"),
+    ("--dtype=bfloat16",),
+    ("--dtype",),
+    ("--seed", "7"),
+    ("--seed", "x"),
+    ("--seed=-3",),
+    ("--seed", "-3"),
+    ("--seed=",),
+    ("--seed", "1_000"),
+    ("--enforce-eager",),
+    ("--enforce-eager=1",),
+    ("--no-enforce-eager",),
+    ("--uvicorn-log-level", "loud"),
+    ("--uvicorn-log-level", "warning"),
+    ("--cpu-offload-gb", "1.5"),
+    ("--cpu-offload-gb", "lots"),
+    ("--cudagraph-capture-sizes", "1", "2", "4"),
+    ("--cudagraph-capture-sizes", "1", "two"),
+    ("--cudagraph-capture-sizes",),
+    ("--safetensors-prefetch-block-size", "8k"),
+    ("--safetensors-prefetch-block-size", "8kb"),
+    ("stray",),
+    ("--", "stray"),
+    ("-O3",),
+    ("-O", "3"),
+    ("-O", "5"),
+    ("--compilation-config.mode=3",),
+    ("--help",),
+    ("-h",),
+    ("--trust-remote-code=false",),
+)
+
+
+def _extra_args_cases() -> dict[str, tuple[list[str], ProbeCase]]:
+    spec = _hardware_spec("H100-80GB", {})
+    base = build_args(spec)
+    singles = [list(v) for v in EXTRA_ARGS_VOCABULARY]
+    pairs = [a + b for a in singles for b in singles[::3] if a != b]
+    cases = {}
+    for extra in singles + pairs:
+        case_id = "extra:" + " ".join(extra)
+        cases[case_id] = (extra, _probe_case(case_id, spec, [*base, *extra]))
+    return cases
+
+
 def _defaults_cases() -> dict[str, ProbeCase]:
     cases = {}
     for gpu in DEFAULTS_TABLE:
@@ -342,6 +393,7 @@ def _all_probe_cases() -> list[ProbeCase]:
         spec = _unvalidated(VLLMServiceSpec, rule_case.spec)
         cases.append(_probe_case(f"rule:{rule_case.id}", spec, _rule_argv(rule_case)))
     cases.extend(_spelling_cases().values())
+    cases.extend(case for _, case in _extra_args_cases().values())
     cases.extend(_defaults_cases().values())
     for case_id, (gpu, budgets) in HARDWARE_CASES.items():
         spec = _hardware_spec(gpu, budgets)
@@ -477,6 +529,21 @@ def test_flag_spellings_agree_with_vllms_parser(case_id: str, probed: ProbeAnswe
         spelling = case_id.removeprefix("removed:")
         assert (result["accepted"], result["stage"]) == (False, "parse")
         assert f"unrecognized arguments: {spelling}" in result["error"]
+
+
+@pytest.mark.parametrize("case_id", sorted(_extra_args_cases()))
+def test_extra_args_are_refused_exactly_when_vllms_parser_exits(
+    case_id: str, probed: ProbeAnswer
+) -> None:
+    extra, _ = _extra_args_cases()[case_id]
+    result = probed.results[case_id]
+    vllm_exits = not result["accepted"] and result["stage"] == "parse"
+    try:
+        checked_extra_args(extra)
+        ours = None
+    except RenderError as exc:
+        ours = str(exc)
+    assert (ours is not None) == vllm_exits, (ours, result["error"])
 
 
 def test_catalog_covers_the_defaults_table() -> None:

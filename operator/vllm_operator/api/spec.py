@@ -167,7 +167,8 @@ class EngineSpec(SpecModel):
         max_length=EXTRA_ARGS_MAX_ITEMS,
         description=(
             "More `vllm serve` arguments, appended last. May not repeat a flag that a typed field "
-            "owns, nor knobs that vLLM 0.33 does not have."
+            "owns, nor knobs that vLLM 0.33 does not have; what its parser would exit on (a bad "
+            "value, a missing or stray one) is reported on status and not rendered."
         ),
     )
     env: list[EnvVar] = Field(

@@ -25,6 +25,7 @@ omitted, so vLLM applies its own defaults.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -38,6 +39,7 @@ from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
 from vllm_operator.render.rollout import SHUTDOWN_TIMEOUT_S
+from vllm_operator.vllm.values import O_LEVELS, first_refusal
 
 NO_OVERRIDES: Final = BudgetValues()
 
@@ -128,15 +130,26 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
 
 
 def checked_extra_args(extra_args: list[str]) -> list[str]:
-    """extraArgs, refused when vLLM would read one as an owned flag, in any spelling.
+    """extraArgs, refused when vLLM would read one as an owned flag, in any spelling, or would
+    exit on them: no such flag, a value its parser refuses, a missing or stray value.
 
     The API refuses such specs already; the renderer checks again because it is the last place
     before the pod, whatever path the spec took (tuned overrides, unvalidated input).
     """
     for index, token in enumerate(extra_args):
+        if token == "-O" and extra_args[index + 1 : index + 2] in O_LEVELS:
+            continue  # vLLM reads `-O 3` as --optimization-level 3 (vllm/values.py)
         problem = flags.extra_arg_problem(token)
         if problem is not None:
             raise RenderError(flags.extra_arg_field(index), f'"{token}"{problem}')
+    refusal = first_refusal(list(extra_args))
+    if refusal is not None:
+        token = extra_args[refusal.index]
+        raise RenderError(
+            flags.extra_arg_field(refusal.index),
+            f"{json.dumps(token, ensure_ascii=False)}: vLLM 0.33 would exit on it "
+            f"({refusal.message}); fix or remove it",
+        )
     return list(extra_args)
 
 

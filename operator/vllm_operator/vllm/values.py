@@ -1,0 +1,170 @@
+"""How vLLM 0.33's `vllm serve` parser takes the values of its options, on a run of argv tokens.
+
+options.py says which option one token means; this module walks a run of tokens (the pod's
+extraArgs, appended after the operator's own flags) the way argparse consumes them
+(CPython 3.11 `ArgumentParser._parse_known_args`), and says where vLLM would exit:
+
+- an option of no value (`--enforce-eager`, `--enable-x` / `--no-enable-x`) given `=value`:
+  "ignored explicit argument";
+- an option that takes one value (`nargs` None) with none after it, or only a flag: "expected
+  one argument"; `+` takes one or more, `?` zero or one;
+- a value that the option's `type` refuses (int, float, vLLM's human-readable ints) or that is
+  not one of its `choices`;
+- a value nothing consumes: `vllm serve` has one positional, the model, which the operator's
+  own first argument fills, so any other is "unrecognized arguments";
+- `--help` (and `-h`): the parser prints its help and exits, and the pod with it.
+
+Values whose type is vLLM's own (JSON, dataclasses, optional types) are not checked here; the
+parity tier (tests/parity) compares these verdicts with vLLM's parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from vllm_operator.vllm.numbers import (
+    FlagValueError,
+    human_readable_int,
+    human_readable_int_or_auto,
+)
+from vllm_operator.vllm.options import (
+    Option,
+    OptionTable,
+    Resolution,
+    load_option_table,
+    resolve_token,
+)
+
+
+def _int(text: str) -> object:
+    return int(text)
+
+
+def _float(text: str) -> object:
+    return float(text)
+
+
+# options.json's `type` names whose callables we know; they raise ValueError (or
+# FlagValueError) on a value vLLM refuses
+_TYPES: Final[dict[str, Callable[[str], object]]] = {
+    "int": _int,
+    "float": _float,
+    "human_readable_int": human_readable_int,
+    "human_readable_int_or_auto": human_readable_int_or_auto,
+}
+_HELP: Final = "_HelpAction"
+O_LEVELS: Final = (["0"], ["1"], ["2"], ["3"])  # what may follow a bare -O
+
+
+@dataclass(frozen=True)
+class Refusal:
+    index: int  # the token vLLM's parser stops at
+    message: str  # argparse's reason, in its words
+
+
+def _name(option: Option) -> str:
+    return "/".join(option.strings)
+
+
+def _explicit(token: str, string: str) -> str | None:
+    """The value attached to `token` (`--flag=v`, `-Xv`), or None; `token` means `string`."""
+    if token.startswith("--"):
+        _, sep, value = token.partition("=")
+        return value if sep else None
+    if "=" in token and token.partition("=")[0] in (string, string[:2]):
+        return token.partition("=")[2]
+    if len(string) == 2 and len(token) > 2 and not string.startswith("--"):
+        return token[2:]  # -Xvalue
+    return None
+
+
+def _value_problem(option: Option, value: str) -> str | None:
+    convert = _TYPES.get(option.type or "")
+    if convert is not None:
+        try:
+            converted = convert(value)
+        except (ValueError, FlagValueError):
+            return f"argument {_name(option)}: invalid {option.type} value: {value!r}"
+        if option.choices is not None and converted not in option.choices:
+            return _invalid_choice(option, value)
+        return None
+    if option.choices is not None and option.type in (None, "str") and value not in option.choices:
+        return _invalid_choice(option, value)
+    return None
+
+
+def _invalid_choice(option: Option, value: str) -> str:
+    choices = ", ".join(repr(c) for c in option.choices or ())
+    return f"argument {_name(option)}: invalid choice: {value!r} (choose from {choices})"
+
+
+def _is_value(token: str, res: Resolution) -> bool:
+    """argparse's 'A': what an option may take as its value."""
+    return token != "--" and res.option is None and not res.ambiguous and not res.unknown
+
+
+def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusal | None:
+    """Where vLLM's parser would exit on `tokens` given after its own model argument; None
+    where it takes them all. Unknown and ambiguous flags are options.py's to report first."""
+    table = table or load_option_table()
+    resolved = [resolve_token(t, table) for t in tokens]
+    stray: int | None = None  # argparse collects these and reports them at the end
+    i = 0
+    while i < len(tokens):
+        option = resolved[i].option
+        if tokens[i] == "--":  # everything after is positional, and the model is taken
+            stray = i + 1 if stray is None and i + 1 < len(tokens) else stray
+            break
+        if tokens[i] == "-O" and tokens[i + 1 : i + 2] in O_LEVELS:
+            i += 2  # FlexibleArgumentParser reads `-O 3` as --optimization-level 3
+            continue
+        if option is None:
+            stray = i if stray is None else stray
+            i += 1
+            continue
+        i, refusal = _take(tokens, resolved, i, table.by_string[option])
+        if refusal is not None:
+            return refusal
+    if stray is not None:
+        return Refusal(stray, f"unrecognized arguments: {tokens[stray]!r}")
+    return None
+
+
+def _take(
+    tokens: list[str], resolved: list[Resolution], at: int, option: Option
+) -> tuple[int, Refusal | None]:
+    """The option at `at` with its values: the index after them, and why vLLM refuses them."""
+    token, string = tokens[at], resolved[at].option or ""
+    if option.action == _HELP:
+        return at, Refusal(at, f"{token!r}: vllm serve prints its help and exits")
+    name, i = token.partition("=")[0], at + 1
+    if "." in name or name.startswith("-O"):
+        # vLLM rewrites these before argparse: `--a.b=1` into JSON for --a, `-O3` into
+        # --optimization-level 3; their values are vLLM's to read, not checked here
+        bare = "=" not in token and not (name.startswith("-O") and len(name) > 2)
+        return (
+            i + 1 if bare and i < len(tokens) and _is_value(tokens[i], resolved[i]) else i
+        ), None
+    explicit = _explicit(token, string)
+    if option.nargs == 0:
+        if explicit is None:
+            return i, None
+        return i, Refusal(at, f"argument {_name(option)}: ignored explicit argument {explicit!r}")
+    if explicit is not None:
+        values = [explicit]
+    else:
+        while i < len(tokens) and _is_value(tokens[i], resolved[i]):
+            i += 1
+            if option.nargs in (None, "?"):
+                break
+        values = tokens[at + 1 : i]
+        if not values and option.nargs in (None, "+"):
+            many = "at least one argument" if option.nargs == "+" else "one argument"
+            return i, Refusal(at, f"argument {_name(option)}: expected {many}")
+    for value in values:
+        problem = _value_problem(option, value)
+        if problem is not None:
+            return i, Refusal(i - 1, problem)
+    return i, None

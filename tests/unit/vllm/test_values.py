@@ -1,0 +1,94 @@
+"""extraArgs whose values or arity make vLLM 0.33's parser exit (vllm_operator.vllm.values).
+
+The parity tier (tests/parity/test_vllm_parity.py) holds the same verdicts against vLLM's own
+parser; here they are checked without it, with the renderer's one-line message.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm_operator.render.args import checked_extra_args
+from vllm_operator.render.errors import RenderError
+from vllm_operator.vllm.options import load_option_table
+from vllm_operator.vllm.values import first_refusal
+
+
+@pytest.mark.parametrize(
+    ("extra", "index", "message"),
+    [
+        (["--dtype", "fp16"], 1, "argument --dtype: invalid choice: 'fp16' (choose from 'auto',"),
+        (["--dtype"], 0, "argument --dtype: expected one argument"),
+        (["--seed", "x"], 1, "argument --seed: invalid int value: 'x'"),
+        (["--seed="], 0, "argument --seed: invalid int value: ''"),
+        (["--seed", "--enforce-eager"], 0, "argument --seed: expected one argument"),
+        (["--enforce-eager=1"], 0, "ignored explicit argument '1'"),
+        (["--cudagraph-capture-sizes"], 0, "expected at least one argument"),
+        (["--cudagraph-capture-sizes", "1", "two"], 2, "invalid int value: 'two'"),
+        (["--safetensors-prefetch-block-size", "8kb"], 1, "invalid human_readable_int value"),
+        (["--seed", "1", "2"], 2, "unrecognized arguments: '2'"),
+        (["--", "x"], 1, "unrecognized arguments: 'x'"),
+        (["--help"], 0, "'--help': vllm serve prints its help and exits"),
+    ],
+)
+def test_what_vllm_exits_on(extra: list[str], index: int, message: str) -> None:
+    refusal = first_refusal(extra)
+    assert refusal is not None and refusal.index == index
+    assert message in refusal.message
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--dtype", "half"],
+        ["--dtype=bfloat16"],
+        ["--seed", "-3"],
+        ["--seed", "1_000"],
+        ["--enforce-eager", "--no-enforce-eager"],
+        ["--cudagraph-capture-sizes", "1", "2", "4", "--seed", "1"],
+        ["-O3"],
+        ["-O", "3"],
+        ["--compilation-config.mode=3"],
+        ["--compilation-config.mode", "3"],
+        [],
+    ],
+)
+def test_what_vllm_takes(extra: list[str]) -> None:
+    assert first_refusal(extra) is None
+    assert checked_extra_args(extra) == extra
+
+
+def test_the_renderer_names_the_element_and_what_to_do() -> None:
+    with pytest.raises(RenderError) as exc:
+        checked_extra_args(["--enforce-eager", "--seed", "x"])
+    assert str(exc.value) == (
+        'spec.engine.extraArgs[2]: "x": vLLM 0.33 would exit on it (argument --seed: invalid '
+        "int value: 'x'); fix or remove it"
+    )
+
+
+TABLE = load_option_table()
+WORDS = [s for o in TABLE.options for s in o.strings if s.startswith("--")][::7]
+TOKENS = st.one_of(
+    st.sampled_from(WORDS),
+    st.sampled_from(["1", "-1", "x", "", "--", "-O", "3", "auto", "a=b", "{}", "8k"]),
+    st.builds(lambda w, v: f"{w}={v}", st.sampled_from(WORDS), st.sampled_from(["1", "x", ""])),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(TOKENS, max_size=8))
+def test_a_refusal_points_at_one_of_the_elements(extra: list[str]) -> None:
+    refusal = first_refusal(extra)
+    if refusal is not None:
+        assert 0 <= refusal.index < len(extra)
+        assert refusal.message and "\n" not in refusal.message
+    try:
+        checked_extra_args(extra)
+    except RenderError:
+        pass
+    else:  # what the renderer passes, the walk passes
+        assert refusal is None
