@@ -18,6 +18,8 @@ docs/parity.md explains the method and its limits.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +42,7 @@ from vllm_operator.render.args import checked_extra_args
 from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.defaults import batch_defaults
 from vllm_operator.vllm.rules import SchedulerLimitError, check_limits, resolve_batch_limits
-from vllm_twin.argv import parse_vllm_argv
+from vllm_twin.argv import ArgvError, parse_vllm_argv
 
 # A cold reference venv downloads ~3 GB (~3 min at 35 MB/s); the fixture's first user waits.
 pytestmark = pytest.mark.timeout(1800)
@@ -544,6 +546,14 @@ def test_extra_args_are_refused_exactly_when_vllms_parser_exits(
     except RenderError as exc:
         ours = str(exc)
     assert (ours is not None) == vllm_exits, (ours, result["error"])
+    # the twin, started with the same args (the e2e harness does), exits where vLLM does
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # --help prints it
+            parse_vllm_argv([*build_args(_hardware_spec("H100-80GB", {})), *extra], {})
+        twin = None
+    except (ArgvError, SystemExit) as exc:
+        twin = str(exc)
+    assert (twin is not None) == vllm_exits, (twin, result["error"])
 
 
 def test_catalog_covers_the_defaults_table() -> None:

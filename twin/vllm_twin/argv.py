@@ -28,7 +28,8 @@ from typing import Any, NoReturn
 from vllm_operator.sim.engine.config import EngineConfig
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
-from vllm_operator.vllm.options import resolve_token
+from vllm_operator.vllm.options import Option, load_option_table, resolve_token
+from vllm_operator.vllm.values import VALUE_TYPES
 from vllm_twin.server.auth import resolve_api_keys
 
 ENGINE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineConfig))
@@ -113,6 +114,42 @@ _IGNORED_FLAGS: tuple[VllmFlag, ...] = tuple(
 )
 
 
+# Every other option of vLLM 0.33's `vllm serve` (options.json): accepted with vLLM's arity,
+# choices and int/float types, its effect not modelled (reported at start-up, like _UNMODELLED).
+# --config is refused: it reads more flags from a file, which the twin would silently ignore.
+_KNOWN_DESTS = frozenset(f.dest for f in vf.FLAGS) | {"help", "model_tag"}
+_REFUSED_OPTIONS = frozenset({"config"})
+
+
+def _no_config_file(text: str) -> str:
+    raise argparse.ArgumentTypeError(
+        "the twin does not read vLLM config files; give their flags on the command line"
+    )
+
+
+OTHER_OPTIONS: tuple[Option, ...] = tuple(
+    o
+    for o in load_option_table().options
+    if o.dest not in _KNOWN_DESTS and o.dest not in _REFUSED_OPTIONS
+)
+
+
+def _add_other(p: argparse.ArgumentParser, option: Option) -> None:
+    dest, names = f"other_{option.dest}", option.strings
+    if option.nargs == 0:
+        p.add_argument(*names, dest=dest, action="store_const", const=True, default=None)
+        return
+    action = "append" if option.action == "_AppendAction" else "store"
+    kwargs: dict[str, Any] = {"dest": dest, "action": action, "default": None}
+    if option.nargs is not None:
+        kwargs["nargs"] = option.nargs
+    if option.type in VALUE_TYPES:
+        kwargs["type"] = VALUE_TYPES[option.type]
+    if option.choices is not None and option.type in (*VALUE_TYPES, None, "str"):
+        kwargs["choices"] = option.choices
+    p.add_argument(*names, **kwargs)
+
+
 def add_engine_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The flags that map onto EngineConfig; `vllm-twin simulate` takes the same ones."""
     for flag in ENGINE_FLAGS:
@@ -163,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_tag", nargs="?", help="model to serve (overrides --model)")
     for flag in (*_SERVER_FLAGS, *ENGINE_FLAGS, *_IGNORED_FLAGS):
         add_vllm_flag(p, flag)
+    for option in OTHER_OPTIONS:
+        _add_other(p, option)
+    p.add_argument("--config", type=_no_config_file)
     twin = p.add_argument_group("twin only (also from the environment)")
     for extra in TWIN_EXTRAS:
         # default None here: the environment fills in what the command line leaves out
@@ -252,7 +292,7 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         vf.BY_DEST[dest].flag
         for dest, neutral in _UNMODELLED.items()
         if getattr(ns, dest) != neutral
-    )
+    ) + tuple(o.strings[0] for o in OTHER_OPTIONS if getattr(ns, f"other_{o.dest}") is not None)
     extras = _extras_from(ns, env)
     return TwinArgs(
         model=model,

@@ -37,20 +37,11 @@ from vllm_operator.vllm.options import (
     resolve_token,
 )
 
-
-def _int(text: str) -> object:
-    return int(text)
-
-
-def _float(text: str) -> object:
-    return float(text)
-
-
-# options.json's `type` names whose callables we know; they raise ValueError (or
-# FlagValueError) on a value vLLM refuses
-_TYPES: Final[dict[str, Callable[[str], object]]] = {
-    "int": _int,
-    "float": _float,
+# options.json's `type` names whose callables we know, named as vLLM's (argparse's "invalid
+# <name> value" says the name); they raise ValueError (FlagValueError) on what vLLM refuses
+VALUE_TYPES: Final[dict[str, Callable[[str], object]]] = {
+    "int": int,
+    "float": float,
     "human_readable_int": human_readable_int,
     "human_readable_int_or_auto": human_readable_int_or_auto,
 }
@@ -81,7 +72,7 @@ def _explicit(token: str, string: str) -> str | None:
 
 
 def _value_problem(option: Option, value: str) -> str | None:
-    convert = _TYPES.get(option.type or "")
+    convert = VALUE_TYPES.get(option.type or "")
     if convert is not None:
         try:
             converted = convert(value)

@@ -243,11 +243,30 @@ def test_accepted_flags_whose_effect_is_not_modelled_are_reported(
 
 
 @pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--disable-log-requests"], "--enable-log-requests"),  # one option, two spellings
+        (["--max-logprobs", "5"], "--max-logprobs"),
+        (["--cudagraph-capture-sizes", "1", "2", "4"], "--cudagraph-capture-sizes"),
+        (["--compilation-config.mode=3"], "--compilation-config"),
+        (["--middleware", "a", "--middleware", "b"], "--middleware"),
+    ],
+)
+def test_other_vllm_options_are_accepted_and_reported_unmodelled(
+    argv: list[str], flag: str
+) -> None:
+    args = parse("m", *argv)
+    assert args.engine == with_field("served_model_name", "m")
+    assert args.unmodelled == (flag,)
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--enable-batching"], "unrecognized arguments: --enable-batching"),
         (["m", "--max-batch-size", "8"], "unrecognized arguments: --max-batch-size 8"),
-        (["--disable-log-requests"], "unrecognized arguments: --disable-log-requests"),
+        (["--config", "flags.yaml"], "argument --config: the twin does not read vLLM config"),
+        (["--max-logprobs", "five"], "argument --max-logprobs: invalid int value: 'five'"),
         (["--max-waiting-queue-length", "3"], "unrecognized arguments"),
         (["--scheduling-policy", "lifo"], "invalid choice: 'lifo'"),
         (["--max-num-seqs", "many"], "invalid int value: 'many'"),
