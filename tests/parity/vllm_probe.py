@@ -11,9 +11,10 @@ stdin: a JSON list of cases. Each case has
                  the GPU that the hardware-dependent defaults are computed for
   model_max_len  the context length vLLM would derive from the model's HF config; needed
                  only when argv has no --max-model-len (the probe never downloads a model)
-(Other modes: --options, --values, --resolve, and --dtypes: stdin a list of {"cache", "model"}
+(Other modes: --options, --values, --resolve; --dtypes: stdin a list of {"cache", "model"}
 dtype names; stdout vLLM's KV-cache and model dtype lists and VllmConfig's KV-dtype check's
-error, or null, for each.)
+error, or null, for each; --requests: stdin a list of {"chat": bool, "body": {...}}; stdout
+whether vLLM's request model for it accepts each body, and its first error line.)
 stdout: {"vllm": <version>, "results": [...]} with one result per case, in order:
   {"accepted": bool, "stage": null | "parse" | "validate" | "config", "error": str | null,
    "parsed": {"cli": {...}, "scheduler": {...}, "cache": {...}}}
@@ -490,7 +491,28 @@ def dtype_rules(cases: list[dict[str, str]]) -> dict[str, Any]:
     }
 
 
+def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """What vLLM's request models (completions, chat) say to each body: accepted, or why not."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+    from vllm.exceptions import VLLMValidationError
+
+    results = []
+    for case in cases:
+        model = ChatCompletionRequest if case["chat"] else CompletionRequest
+        try:
+            model.model_validate(case["body"])
+            results.append({"accepted": True, "error": None})
+        except (ValueError, VLLMValidationError) as exc:  # pydantic's, and vLLM's validators
+            results.append({"accepted": False, "error": str(exc).splitlines()[0]})
+    return {"vllm": vllm.__version__, "results": results}
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--requests"]:
+        json.dump(request_verdicts(json.load(sys.stdin)), _ANSWER)
+        _ANSWER.write("\n")
+        return 0
     if sys.argv[1:] == ["--dtypes"]:
         json.dump(dtype_rules(json.load(sys.stdin)), _ANSWER)
         _ANSWER.write("\n")

@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from vllm_operator.sim.engine import MAX_N_SEQUENCES
+from vllm_twin.server.request_model import BodyError, ChatBody, first_problem, validate_body
 
 OUTPUT_WORD = " tok"
-DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default, which vLLM keeps
 
 
 class RequestError(Exception):
@@ -67,25 +69,19 @@ class WorkRequest:
     model: str | None
 
 
-def _int_field(body: Mapping[str, Any], name: str, default: int | None) -> int | None:
-    value = body.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(f"{name} must be an integer, got {value!r}", param=name)
-    return value
-
-
-def count_prompt_tokens(prompt: Any) -> int:
+def count_prompt_tokens(prompt: str | list[int] | list[list[int]] | list[str]) -> int:
+    """Tokens of a prompt as vLLM's request model types it (request_model.CompletionBody)."""
     if isinstance(prompt, str):
         return len(prompt.split())
-    if isinstance(prompt, list) and all(
-        isinstance(t, int) and not isinstance(t, bool) for t in prompt
-    ):
-        return len(prompt)
-    if isinstance(prompt, list):
-        raise RequestError("the twin serves one prompt per request (a string or token ids)")
-    raise RequestError("prompt must be a string or a list of token ids", param="prompt")
+    first = prompt[0] if prompt else None
+    if isinstance(first, list | str):  # a batch of prompts: lists of ids, or strings
+        if len(prompt) != 1:
+            raise RequestError(
+                "the twin serves one prompt per request (a batch of one, a string or token ids)",
+                param="prompt",
+            )
+        return count_prompt_tokens(first)
+    return len(prompt)
 
 
 def _message_text(content: Any, where: str) -> str:
@@ -121,35 +117,32 @@ def count_chat_tokens(messages: Any) -> int:
     return max(1, words)  # a chat template always renders some tokens
 
 
-# pydantic's lax booleans, which vLLM's request models (pydantic) accept for a bool field
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
-
-
-def _bool_field(body: Mapping[str, Any], name: str, where: str | None = None) -> bool:
-    value = body.get(name)
-    name = where or name
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise RequestError(f"{name} must be a boolean, got {value!r}", param=name)
-
-
 def parse_work(body: Mapping[str, Any], *, chat: bool, max_model_len: int) -> WorkRequest:
-    """Validate a request body the way vLLM's serving layer does, for the fields the twin uses."""
-    if chat:
+    """Validate a request body the way vLLM's request models and serving layer do, for the
+    fields the twin uses or types (request_model.py)."""
+    # vLLM's before-validators read the raw body: `"stream": "false"` is truthy there
+    if body.get("stream_options") and not body.get("stream"):
+        raise RequestError(
+            "Stream options can only be defined when `stream=True`.", param="stream_options"
+        )
+    if not chat and body.get("prompt") in (None, ""):
+        raise RequestError(
+            "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
+        )
+    try:
+        typed = validate_body(body, chat=chat)
+    except ValidationError as exc:
+        param, message = first_problem(exc)
+        raise RequestError(message, param=param) from None
+    except BodyError as exc:
+        raise RequestError(exc.message, param=exc.param) from None
+    if isinstance(typed, ChatBody):
         prompt = count_chat_tokens(body.get("messages"))
-        requested = _int_field(body, "max_completion_tokens", None)
-        if requested is None:
-            requested = _int_field(body, "max_tokens", None)
+        requested = typed.max_completion_tokens
+        requested = typed.max_tokens if requested is None else requested
     else:
-        if "prompt" not in body:
-            raise RequestError("prompt is required", param="prompt")
-        prompt = count_prompt_tokens(body["prompt"])
-        requested = _int_field(body, "max_tokens", DEFAULT_COMPLETION_MAX_TOKENS)
+        prompt = count_prompt_tokens(typed.prompt or "")
+        requested = typed.max_tokens
     if prompt == 0:
         raise RequestError("The decoder prompt cannot be empty", param="prompt")
     if requested is not None and requested < 1:
@@ -161,34 +154,20 @@ def parse_work(body: Mapping[str, Any], *, chat: bool, max_model_len: int) -> Wo
         max_tokens = room if requested is None else min(requested, room)
     else:
         max_tokens = requested or 1
-    n = _int_field(body, "n", 1)
-    n = 1 if n is None else n
+    n = 1 if typed.n is None else typed.n
     if n < 1:
         raise RequestError(f"n must be at least 1, got {n}.", param="n")
     if n > MAX_N_SEQUENCES:
         raise RequestError(f"n must be at most {MAX_N_SEQUENCES}, got {n}.", param="n")
-    priority = _int_field(body, "priority", 0)
-    stream = _bool_field(body, "stream")
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise RequestError("stream_options must be an object", param="stream_options")
-    if options and not stream:
-        # vLLM's validate_stream_options (an empty object passes, as there)
-        raise RequestError(
-            "Stream options can only be defined when `stream=True`.", param="stream_options"
-        )
-    include_usage = _bool_field(options or {}, "include_usage", "stream_options.include_usage")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise RequestError(f"model must be a string, got {model!r}", param="model")
+    options = typed.stream_options
     return WorkRequest(
         prompt_tokens=prompt,
         max_tokens=max_tokens,
         n=n,
-        priority=priority or 0,
-        stream=stream,
-        include_usage=include_usage,
-        model=model,
+        priority=typed.priority,
+        stream=bool(typed.stream),
+        include_usage=bool(options is not None and options.include_usage),
+        model=typed.model,
     )
 
 

@@ -1,0 +1,139 @@
+"""The types vLLM 0.33's request models give the fields of a completion or chat request.
+
+vLLM validates a body with pydantic models (`CompletionRequest`,
+vllm/entrypoints/openai/completion/protocol.py; `ChatCompletionRequest`,
+.../chat_completion/protocol.py) before it serves it: `"temperature": "hot"` is a 400, and so
+is `"n": null`, while pydantic's lax mode takes `"max_tokens": "5"` and `5.0` as 5. The twin
+checks the same fields with the same types, with pydantic too, so it refuses and accepts what
+vLLM does for them. Fields not listed here (tools, response formats, logit processors, ...) are
+accepted unchecked, as vLLM accepts unknown ones; the cross-field validators of logprobs, beam
+search and structured outputs are not reproduced. The parity tier compares these verdicts with
+vLLM's own models (tests/parity/test_vllm_requests.py).
+
+`messages` is checked by openai.py, which also counts the prompt's tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+MAX_STOP_STRINGS = 128  # VLLM_MAX_STOP_STRINGS' default (vllm/envs.py)
+Stop = str | Annotated[list[str], Field(max_length=MAX_STOP_STRINGS)] | None
+# top_logprobs: null means omitted (vllm/entrypoints/generate/base/protocol.py)
+TopLogprobs = Annotated[int, BeforeValidator(lambda v: 0 if v is None else v)]
+
+
+class BodyError(Exception):
+    """A refusal by one of vLLM's own request validators (VLLMValidationError), not pydantic's;
+    like it, not a ValueError, so pydantic lets it through as it is."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.message, self.param = message, param
+
+
+def check_logprobs(data: Any, fields: tuple[str, str]) -> Any:
+    """vLLM's check_logprobs on the raw body, less what needs fields the twin does not type:
+    `fields` are (prompt_logprobs, and logprobs for completions or top_logprobs for chat)."""
+    if not isinstance(data, dict):
+        return data
+    for name in fields:
+        value = data.get(name)
+        if value is not None and not isinstance(value, int | float):
+            raise BodyError(f"`{name}` must be an integer.", name)
+    prompt_logprobs = data.get("prompt_logprobs")
+    if prompt_logprobs is not None:
+        if data.get("stream") and (prompt_logprobs > 0 or prompt_logprobs == -1):
+            raise BodyError("`prompt_logprobs` are not available when `stream=True`.", fields[0])
+        if prompt_logprobs < 0 and prompt_logprobs != -1:
+            raise BodyError("`prompt_logprobs` must be a positive value or -1.", fields[0])
+    name = fields[1]
+    value = data.get(name)
+    if value is not None and value < 0 and value != -1:
+        raise BodyError(f"`{name}` must be a positive value or -1.", name)
+    if name == "top_logprobs" and value is not None and value != 0 and not data.get("logprobs"):
+        raise BodyError("when using `top_logprobs`, `logprobs` must be set to true.", name)
+    return data
+
+
+class StreamOptions(BaseModel):  # vLLM's name: its type errors say it
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool | None = False
+    continuous_usage_stats: bool | None = False
+
+
+class _Sampling(BaseModel):
+    """The fields both request kinds share, typed as vLLM types them."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    presence_penalty: float | None = None
+    seed: Int64 | None = None
+    stop: Stop = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    user: str | None = None
+    use_beam_search: bool = False
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    length_penalty: float = 1.0
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool = True
+    prompt_logprobs: int | None = None
+    priority: Int64 = 0
+
+
+TokenId = Annotated[int, Field(ge=0)]
+
+
+class CompletionBody(_Sampling):
+    prompt: list[TokenId] | list[list[TokenId]] | str | list[str] | None = None
+    echo: bool | None = False
+    logprobs: int | None = None
+    max_tokens: int | None = 16  # the OpenAI completions default, which vLLM keeps
+    n: int = 1
+    suffix: str | None = None
+
+    _logprobs = model_validator(mode="before")(
+        lambda data: check_logprobs(data, ("prompt_logprobs", "logprobs"))
+    )
+
+
+class ChatBody(_Sampling):
+    logprobs: bool | None = False
+    top_logprobs: TopLogprobs = 0
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    n: int | None = 1
+
+    _logprobs = model_validator(mode="before")(
+        lambda data: check_logprobs(data, ("prompt_logprobs", "top_logprobs"))
+    )
+
+
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """The first error as (`field.path`, one-line message), counting the others."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    more = exc.error_count() - 1
+    message = f"{where}: {error['msg']}" + (f" (and {more} more)" if more else "")
+    return where, message
+
+
+def validate_body(body: Any, *, chat: bool) -> CompletionBody | ChatBody:
+    """The body as vLLM's request model types it; ValidationError where vLLM's refuses it."""
+    model = ChatBody if chat else CompletionBody
+    return model.model_validate(body)
