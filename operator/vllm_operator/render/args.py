@@ -39,7 +39,7 @@ from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
 from vllm_operator.render.rollout import SHUTDOWN_TIMEOUT_S
-from vllm_operator.vllm.values import O_LEVELS, first_refusal
+from vllm_operator.vllm.values import first_refusal, is_level_pair
 
 NO_OVERRIDES: Final = BudgetValues()
 
@@ -137,8 +137,8 @@ def checked_extra_args(extra_args: list[str]) -> list[str]:
     before the pod, whatever path the spec took (tuned overrides, unvalidated input).
     """
     for index, token in enumerate(extra_args):
-        if token == "-O" and extra_args[index + 1 : index + 2] in O_LEVELS:
-            continue  # vLLM reads `-O 3` as --optimization-level 3 (vllm/values.py)
+        if is_level_pair(extra_args, index):
+            continue
         problem = flags.extra_arg_problem(token)
         if problem is not None:
             raise RenderError(flags.extra_arg_field(index), f'"{token}"{problem}')

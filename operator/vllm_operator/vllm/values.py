@@ -46,7 +46,12 @@ VALUE_TYPES: Final[dict[str, Callable[[str], object]]] = {
     "human_readable_int_or_auto": human_readable_int_or_auto,
 }
 _HELP: Final = "_HelpAction"
-O_LEVELS: Final = (["0"], ["1"], ["2"], ["3"])  # what may follow a bare -O
+
+
+def is_level_pair(tokens: list[str], i: int) -> bool:
+    """`-O 3` at `i`: FlexibleArgumentParser reads it as --optimization-level 3, though `-O`
+    alone is no option (vllm/utils/argparse_utils.py)."""
+    return tokens[i] == "-O" and tokens[i + 1 : i + 2] in (["0"], ["1"], ["2"], ["3"])
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,8 @@ def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusa
         if tokens[i] == "--":  # everything after is positional, and the model is taken
             stray = i + 1 if stray is None and i + 1 < len(tokens) else stray
             break
-        if tokens[i] == "-O" and tokens[i + 1 : i + 2] in O_LEVELS:
-            i += 2  # FlexibleArgumentParser reads `-O 3` as --optimization-level 3
+        if is_level_pair(tokens, i):
+            i += 2
             continue
         if option is None:
             stray = i if stray is None else stray
@@ -144,18 +149,18 @@ def _take(
             return i, None
         return i, Refusal(at, f"argument {_name(option)}: ignored explicit argument {explicit!r}")
     if explicit is not None:
-        values = [explicit]
+        values = [(at, explicit)]
     else:
         while i < len(tokens) and _is_value(tokens[i], resolved[i]):
             i += 1
             if option.nargs in (None, "?"):
                 break
-        values = tokens[at + 1 : i]
+        values = [(k, tokens[k]) for k in range(at + 1, i)]
         if not values and option.nargs in (None, "+"):
             many = "at least one argument" if option.nargs == "+" else "one argument"
             return i, Refusal(at, f"argument {_name(option)}: expected {many}")
-    for value in values:
+    for index, value in values:
         problem = _value_problem(option, value)
         if problem is not None:
-            return i, Refusal(i - 1, problem)
+            return i, Refusal(index, problem)
     return i, None

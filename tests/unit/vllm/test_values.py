@@ -26,7 +26,7 @@ from vllm_operator.vllm.values import first_refusal
         (["--seed", "--enforce-eager"], 0, "argument --seed: expected one argument"),
         (["--enforce-eager=1"], 0, "ignored explicit argument '1'"),
         (["--cudagraph-capture-sizes"], 0, "expected at least one argument"),
-        (["--cudagraph-capture-sizes", "1", "two"], 2, "invalid int value: 'two'"),
+        (["--cudagraph-capture-sizes", "1", "two", "4"], 2, "invalid int value: 'two'"),
         (["--safetensors-prefetch-block-size", "8kb"], 1, "invalid human_readable_int value"),
         (["--seed", "1", "2"], 2, "unrecognized arguments: '2'"),
         (["--", "x"], 1, "unrecognized arguments: 'x'"),
