@@ -336,6 +336,12 @@ EXTRA_ARGS_VOCABULARY: tuple[tuple[str, ...], ...] = (
     ("--help",),
     ("-h",),
     ("--trust-remote-code=false",),
+    ("--",),
+    ("--kv-cache-memory-bytes", "None"),
+    ("--kv-cache-memory-bytes", "8G"),
+    ("--kv-cache-memory-bytes={}",),
+    ("--num-gpu-blocks-override", ""),
+    ("--num-gpu-blocks-override", "x"),
 )
 
 

@@ -29,10 +29,11 @@ from vllm_operator.sim.engine.config import EngineConfig
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
 from vllm_operator.vllm.options import Option, load_option_table, resolve_token
-from vllm_operator.vllm.values import VALUE_TYPES
+from vllm_operator.vllm.values import VALUE_TYPES, value_parser
 from vllm_twin.server.auth import resolve_api_keys
 
 ENGINE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineConfig))
+_TABLE = load_option_table()  # every option of vLLM 0.33's `vllm serve` (options.json)
 
 PROG = "vllm serve"
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # vllm/config/model.py:155
@@ -90,7 +91,9 @@ def add_vllm_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, flag: Vl
     elif kind is Kind.STR:
         p.add_argument(*names, dest=dest, default=flag.default)
     else:
-        p.add_argument(*names, dest=dest, type=PARSERS[kind], default=flag.default)
+        # vLLM's optional types also take "" and "None" (vllm_operator.vllm.values)
+        parse = value_parser(_TABLE.by_string[flag.flag]) or PARSERS[kind]
+        p.add_argument(*names, dest=dest, type=parse, default=flag.default)
 
 
 # EngineConfig's fields that come from a flag of the same dest (the served name comes apart)
@@ -128,9 +131,7 @@ def _no_config_file(text: str) -> str:
 
 
 OTHER_OPTIONS: tuple[Option, ...] = tuple(
-    o
-    for o in load_option_table().options
-    if o.dest not in _KNOWN_DESTS and o.dest not in _REFUSED_OPTIONS
+    o for o in _TABLE.options if o.dest not in _KNOWN_DESTS and o.dest not in _REFUSED_OPTIONS
 )
 
 
@@ -143,8 +144,9 @@ def _add_other(p: argparse.ArgumentParser, option: Option) -> None:
     kwargs: dict[str, Any] = {"dest": dest, "action": action, "default": None}
     if option.nargs is not None:
         kwargs["nargs"] = option.nargs
-    if option.type in VALUE_TYPES:
-        kwargs["type"] = VALUE_TYPES[option.type]
+    parse = value_parser(option)
+    if parse is not None:
+        kwargs["type"] = parse
     if option.choices is not None and option.type in (*VALUE_TYPES, None, "str"):
         kwargs["choices"] = option.choices
     p.add_argument(*names, **kwargs)

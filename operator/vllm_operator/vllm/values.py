@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.numbers import (
     FlagValueError,
     human_readable_int,
@@ -76,13 +77,35 @@ def _explicit(token: str, string: str) -> str | None:
     return None
 
 
+def _optional(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """vLLM's optional_type (vllm/engine/arg_utils.py): "" and "None" are None."""
+
+    def optional(text: str) -> object:
+        return None if text in ("", "None") else parse(text)
+
+    optional.__name__ = getattr(parse, "__name__", "value")
+    return optional
+
+
+def value_parser(option: Option) -> Callable[[str], object] | None:
+    """The `type` vLLM's parser applies to the option's values, where known: its named type,
+    or, for an optional one, the flag table's parser of that flag; None: not checked."""
+    if option.type in VALUE_TYPES:
+        return VALUE_TYPES[option.type]
+    flag = vf.BY_DEST.get(option.dest)
+    if option.type == "_optional_type" and flag is not None and flag.kind in vf.PARSERS:
+        return _optional(vf.PARSERS[flag.kind])
+    return None
+
+
 def _value_problem(option: Option, value: str) -> str | None:
-    convert = VALUE_TYPES.get(option.type or "")
+    convert = value_parser(option)
     if convert is not None:
         try:
             converted = convert(value)
         except (ValueError, FlagValueError):
-            return f"argument {_name(option)}: invalid {option.type} value: {value!r}"
+            kind = option.type if option.type in VALUE_TYPES else "optional"
+            return f"argument {_name(option)}: invalid {kind} value: {value!r}"
         if option.choices is not None and converted not in option.choices:
             return _invalid_choice(option, value)
         return None
@@ -110,8 +133,8 @@ def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusa
     i = 0
     while i < len(tokens):
         option = resolved[i].option
-        if tokens[i] == "--":  # everything after is positional, and the model is taken
-            stray = i + 1 if stray is None and i + 1 < len(tokens) else stray
+        if tokens[i] == "--":  # vLLM's parser reports it and all after as unrecognized
+            stray = i if stray is None else stray
             break
         if is_level_pair(tokens, i):
             i += 2

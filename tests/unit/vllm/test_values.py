@@ -6,14 +6,20 @@ parser; here they are checked without it, with the renderer's one-line message.
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vllm_operator.api.spec import VLLMServiceSpec
+from vllm_operator.render import build_args
 from vllm_operator.render.args import checked_extra_args
 from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.options import load_option_table
 from vllm_operator.vllm.values import first_refusal
+from vllm_twin.argv import parse_vllm_argv
 
 
 @pytest.mark.parametrize(
@@ -29,7 +35,9 @@ from vllm_operator.vllm.values import first_refusal
         (["--cudagraph-capture-sizes", "1", "two", "4"], 2, "invalid int value: 'two'"),
         (["--safetensors-prefetch-block-size", "8kb"], 1, "invalid human_readable_int value"),
         (["--seed", "1", "2"], 2, "unrecognized arguments: '2'"),
-        (["--", "x"], 1, "unrecognized arguments: 'x'"),
+        (["--", "x"], 0, "unrecognized arguments: '--'"),
+        (["--"], 0, "unrecognized arguments: '--'"),
+        (["--num-gpu-blocks-override", "x"], 1, "invalid optional value: 'x'"),
         (["--help"], 0, "'--help': vllm serve prints its help and exits"),
     ],
 )
@@ -52,6 +60,8 @@ def test_what_vllm_exits_on(extra: list[str], index: int, message: str) -> None:
         ["-O", "3"],
         ["--compilation-config.mode=3"],
         ["--compilation-config.mode", "3"],
+        ["--num-gpu-blocks-override", "None"],
+        ["--kv-cache-memory-bytes", ""],
         [],
     ],
 )
@@ -92,3 +102,30 @@ def test_a_refusal_points_at_one_of_the_elements(extra: list[str]) -> None:
         pass
     else:  # what the renderer passes, the walk passes
         assert refusal is None
+
+
+SPEC = VLLMServiceSpec.model_validate({"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": {"type": "L4"}})
+ALL_STRINGS = [s for o in TABLE.options for s in o.strings if s != "--config"]
+ANY_TOKEN = st.one_of(
+    st.sampled_from(ALL_STRINGS),
+    st.sampled_from(["1", "-1", "x", "", "--", "-O", "3", "auto", "{}", "8k", "1.5", "None"]),
+    st.builds(
+        lambda w, v: f"{w}={v}",
+        st.sampled_from(ALL_STRINGS),
+        st.sampled_from(["1", "x", "", "auto", "{}", "None"]),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(ANY_TOKEN, max_size=5))
+def test_what_the_renderer_passes_the_twin_takes(extra: list[str]) -> None:
+    """The twin starts from a pod's args (the e2e harness); both read vLLM's option list, and
+    the parity tier holds each against vLLM's parser. `--config` is left out: the policy denies
+    it by default and the twin refuses it by design (docs/twin.md)."""
+    try:
+        checked_extra_args(extra)
+    except RenderError:
+        return
+    with contextlib.redirect_stdout(io.StringIO()):
+        parse_vllm_argv([*build_args(SPEC), *extra], {})
