@@ -6,9 +6,10 @@ vllm/entrypoints/openai/completion/protocol.py; `ChatCompletionRequest`,
 is `"n": null`, while pydantic's lax mode takes `"max_tokens": "5"` and `5.0` as 5. The twin
 checks the same fields with the same types, with pydantic too, so it refuses and accepts what
 vLLM does for them. Fields not listed here (tools, response formats, logit processors, ...) are
-accepted unchecked, as vLLM accepts unknown ones; the cross-field validators of logprobs, beam
-search and structured outputs are not reproduced. The parity tier compares these verdicts with
-vLLM's own models (tests/parity/test_vllm_requests.py).
+accepted unchecked, as vLLM accepts unknown ones; of vLLM's cross-field validators only the
+logprobs one is reproduced (check_logprobs), not those of beam search or structured outputs.
+The parity tier compares these verdicts with vLLM's own models
+(tests/parity/test_vllm_requests.py).
 
 `messages` is checked by openai.py, which also counts the prompt's tokens.
 """
