@@ -6,6 +6,7 @@ Time is compressed (tests/support/operator.py); every wait is on a condition.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -23,14 +24,21 @@ NAME = "model"
 
 def manifest(namespace: str) -> dict[str, Any]:
     # 3 replicas for 1 req/s of short requests: quiet all along, so nothing is ever missed and
-    # the only capacity is the model's
+    # the only capacity is the model's. minReplicas starts at 3: an idle service steps down
+    # without a capacity (no requests, nothing to size), and the load must be seen first.
     return chat_service(
         namespace,
         NAME,
         replicas=3,
         budgets={"queue": {"maxRequests": 16}, "running": {"maxSeqs": 8}},
-        autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3},
+        autoscaling={"enabled": True, "minReplicas": 3, "maxReplicas": 3},
     )
+
+
+def model_capacity(cluster: Cluster, ns: str) -> dict[str, Any] | None:
+    tuning: dict[str, Any] = get(cluster, "vllmservice", ns, NAME)["status"].get("tuning", {})
+    found: dict[str, Any] | None = tuning.get("modelCapacity")
+    return found
 
 
 def replicas(cluster: Cluster, ns: str) -> int:
@@ -50,6 +58,17 @@ def test_a_service_that_never_missed_scales_down_to_what_the_model_says_it_needs
     url = start(cluster, harness, manifest(namespace))
     load = BackgroundLoad(url, rate=1, duration=150, prompt=200, output=100).start()
     try:
+        # the load is measured before a scale-down is allowed: then the first move has the
+        # model's capacity to size with
+        wait_until(
+            lambda: model_capacity(cluster, namespace),
+            timeout=60,
+            what="status.tuning.modelCapacity for the load",
+        )
+        patch = {"spec": {"autoscaling": {"minReplicas": 1}}}
+        cluster.kubectl(
+            "patch", "vllmservice", NAME, "-n", namespace, "--type=merge", "-p", json.dumps(patch)
+        )
         # the replicas are applied before the pass's status, so wait on the status that records
         # the move: it carries the capacity source that pass trusted
         try:

@@ -239,10 +239,14 @@ def _low_load_at(i: Inputs, target: int) -> bool:
         return False
     if not signals.itl_fits_after(i, i.replicas / after):
         return False
-    # the long window: the peak of the last under_window and the forecast must fit too
+    # the long window: the peak of the last under_window and the forecast must fit too. An
+    # unmeasured arrival rate (a fresh pod's counters need two scrapes in the window) frees no
+    # replica: quiet gauges alone cannot tell a lull from load the pods have not reported yet.
     rate = under_rate(i, forecast(i))
+    if rate is None:
+        return False
     limit = None if known is None else i.settings.headroom * known.per_pod
-    if limit is not None and rate is not None and rate / after >= limit:
+    if limit is not None and rate / after >= limit:
         return False
     # Unmeasured KV usage is no headroom, as for rule 3: a missing series never frees a replica.
     kv = snap.kv_usage

@@ -83,6 +83,13 @@ VOTING = ("Hold", "ScaleDownVoting", None, None, None)
             {"kv_usage": None, "request_rate": 0.0, "ttft_p95": None, "itl_p95": None},
             ("Hold", "WithinSLO", None, None, None),
         ),
+        # An unmeasured arrival rate (a fresh pod's counters before two scrapes) is not low
+        # either: quiet gauges cannot tell a lull from load not yet reported.
+        ({"request_rate": None}, ("Hold", "WithinSLO", None, None, None)),
+        (
+            {"request_rate": None, "ttft_p95": None, "itl_p95": None, "running": 0.0},
+            ("Hold", "WithinSLO", None, None, None),
+        ),
         # Idle: too few requests for percentiles; the gauges alone say low.
         ({"request_rate": 0.0, "ttft_p95": None, "itl_p95": None, "running": 0.0}, DOWN),
     ],
