@@ -299,8 +299,9 @@ class TuningStatus(StatusModel):
         default_factory=list,
         max_length=MAX_WINDOW_SAMPLES,
         description=(
-            "Recent samples (the arrival rate of each pass, for the forecast's trend), kept "
-            "here to survive restarts."
+            "Recent samples, kept here to survive restarts: each pass's arrival rate "
+            "(request_rate, for the forecast's trend) and the engine model's capacity per pod "
+            "(model_capacity, for the scale-down)."
         ),
     )
 

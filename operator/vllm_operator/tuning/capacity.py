@@ -17,9 +17,20 @@ that sizes by capacity asks it:
   far above it (OBSERVED_FAR_ABOVE x): pods that served that much within the SLO disprove the
   model for this service, and the observed figure is trusted.
 - observed only (no model estimate: no histograms, no engine profile): the observed one.
+
+A scale-down sizes with `down_capacity`: the same choice, with the model's figure no higher
+than the median of the passes of the last `forecast_window`. The model's figure moves by a
+bucket step (tuning/model_capacity.py), ~10%, when the observed lengths cross a bucket edge;
+sized with a pass's higher figure, a scale-down landed where the next pass, back in the lower
+bucket, added the pod again (l4-3b/ramp in bench/control_loop, seed 1: 3 -> 2 -> 3 within 60 s,
+3 windows missed). The median rather than the lowest: the lowest of a 10-minute window held
+pods through every brief dip of a trace's lengths (docs/benchmarks.md).
 """
 
 from __future__ import annotations
+
+import statistics
+from dataclasses import replace
 
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import CapacityEstimate
@@ -42,3 +53,15 @@ def trusted_capacity(i: Inputs) -> CapacityEstimate | None:
     if observed.per_pod > OBSERVED_FAR_ABOVE * model.per_pod:
         return observed
     return observed if observed.per_pod < model.per_pod else model
+
+
+def down_capacity(i: Inputs) -> CapacityEstimate | None:
+    """The capacity a scale-down fits (see the module doc): `trusted_capacity`, with the model's
+    figure no higher than the median the passes of the last `forecast_window` remember."""
+    trusted = trusted_capacity(i)
+    if trusted is None or trusted.source != "model":
+        return trusted
+    since = i.now - i.settings.forecast_window
+    seen = [s.capacity for s in i.state.arrivals if s.capacity is not None and s.at >= since]
+    typical = statistics.median_low(seen) if seen else trusted.per_pod
+    return trusted if typical >= trusted.per_pod else replace(trusted, per_pod=typical)

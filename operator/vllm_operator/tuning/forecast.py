@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from vllm_operator.api.status import MAX_WINDOW_SAMPLES
+from vllm_operator.tuning.capacity import model_estimate
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import (
     RATE_MAX,
@@ -67,23 +68,31 @@ def learn_ready_time(
 
 
 def record_arrivals(
-    state: TuningState, snapshot: MetricsSnapshot, now: datetime, settings: TuningSettings
+    state: TuningState,
+    snapshot: MetricsSnapshot,
+    now: datetime,
+    settings: TuningSettings,
+    capacity: float | None = None,
 ) -> tuple[RateSample, ...]:
-    """The remembered arrival rates, with this pass's (when measured) and none too old."""
+    """The remembered arrival rates, with this pass's (when measured, with the engine model's
+    `capacity` per pod that pass) and none too old."""
     keep = max(settings.forecast_window, settings.under_window)
     kept = [s for s in state.arrivals if now - keep <= s.at < now]
     rate = snapshot.request_rate
     if snapshot.quality in _MEASURED and rate is not None and math.isfinite(rate):
-        kept.append(RateSample(now, rate))
+        kept.append(RateSample(now, rate, capacity))
     return tuple(kept[-MAX_WINDOW_SAMPLES:])
 
 
 def observe(i: Inputs) -> Inputs:
     """The inputs with this pass's observations folded into the state: ready time, arrivals."""
+    model = model_estimate(i)
     state = replace(
         i.state,
         ready_time=learn_ready_time(i.state.ready_time, i.snapshot.fleet, i.now),
-        arrivals=record_arrivals(i.state, i.snapshot, i.now, i.settings),
+        arrivals=record_arrivals(
+            i.state, i.snapshot, i.now, i.settings, None if model is None else model.per_pod
+        ),
     )
     return replace(i, state=state)
 

@@ -244,10 +244,12 @@ class ReadyTime:
 
 @dataclass(frozen=True)
 class RateSample:
-    """The arrival rate one pass saw (the snapshot's window mean), for the trend forecast."""
+    """The arrival rate one pass saw (the snapshot's window mean), for the trend forecast, and
+    the engine model's per-pod capacity that pass (None: it gave none), for the scale-down."""
 
     at: datetime
     rate: float
+    capacity: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ pushing real decisions out of the list; restart_times keeps only the restart win
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from typing import cast, get_args
 
@@ -51,6 +52,7 @@ from vllm_operator.tuning.state import normalize_state
 _KEYS: frozenset[str] = frozenset(get_args(BudgetKey))
 _DEFAULT_SETTINGS = TuningSettings()
 _RATE = "request_rate"  # the figure a status.tuning.window sample carries for the forecast
+_CAPACITY = "model_capacity"  # and the engine model's per-pod capacity, for the scale-down
 
 
 def _key(name: str) -> BudgetKey | None:
@@ -104,7 +106,9 @@ def state_from_status(
             else None
         ),
         arrivals=tuple(
-            RateSample(w.time, w.figures[_RATE]) for w in status.window if _RATE in w.figures
+            RateSample(w.time, w.figures[_RATE], _capacity_figure(w.figures))
+            for w in status.window
+            if _RATE in w.figures
         ),
         problem_since=status.problem_since,
         fewer_pods_looked_at=status.fewer_pods_looked_at,
@@ -212,10 +216,25 @@ def status_from_state(
             else ModelCapacityStatus(per_pod=m.per_pod, workload=m.basis, computed_at=m.at)
         ),
         capacity_source=decision.capacity_source,
-        window=[WindowSample(time=a.at, figures={_RATE: a.rate}) for a in state.arrivals][
+        window=[WindowSample(time=a.at, figures=_window_figures(a)) for a in state.arrivals][
             -MAX_WINDOW_SAMPLES:
         ],
     )
+
+
+def _window_figures(sample: RateSample) -> dict[str, float]:
+    if sample.capacity is None:
+        return {_RATE: sample.rate}
+    return {_RATE: sample.rate, _CAPACITY: sample.capacity}
+
+
+def _capacity_figure(figures: Mapping[str, float]) -> float | None:
+    """A remembered model capacity, None unless it is one a pass could have given (the status
+    is writable by anyone with the subresource: a NaN or 0 would size a scale-down)."""
+    value = figures.get(_CAPACITY)
+    if value is None or not CAPACITY_MIN <= value <= RATE_MAX:
+        return None
+    return value
 
 
 def _forecast_status(f: Forecast) -> ForecastStatus:

@@ -23,7 +23,7 @@ import math
 from dataclasses import replace
 
 from vllm_operator.tuning import signals
-from vllm_operator.tuning.capacity import trusted_capacity
+from vllm_operator.tuning.capacity import down_capacity, trusted_capacity
 from vllm_operator.tuning.forecast import forecast, ready_horizon, under_rate
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import Action, Capacity, Decision
@@ -186,9 +186,9 @@ def scale_down_target(i: Inputs) -> int:
 
 
 def sized_target(i: Inputs) -> int | None:
-    """The replicas the trusted capacity says the long window's arrivals need, at headroom x it,
-    within minReplicas; None without a capacity or a rate."""
-    known, rate = trusted_capacity(i), under_rate(i, forecast(i))
+    """The replicas the scale-down's capacity (down_capacity) says the long window's arrivals
+    need, at headroom x it, within minReplicas; None without a capacity or a rate."""
+    known, rate = down_capacity(i), under_rate(i, forecast(i))
     if known is None or rate is None or i.scaling is None:
         return None
     return pods_for(i, rate, known.per_pod)
@@ -229,7 +229,7 @@ def _low_load_at(i: Inputs, target: int) -> bool:
         return False
     # With a capacity the arrivals judge the step below, and latency needs only headroom:
     # a floor above well_under x SLO (long prompts) would otherwise forbid any scale down.
-    known = trusted_capacity(i)
+    known = down_capacity(i)
     share = i.settings.headroom if known is not None else i.settings.well_under
     if not signals.all_quiet(i, share) or signals.requests_wait(i) or signals.preempting(i):
         return False

@@ -12,7 +12,7 @@ from tests.unit.tuning.test_forecast import RISING
 from vllm_operator.tuning.capacity import trusted_capacity
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.inputs import Inputs
-from vllm_operator.tuning.model import Capacity, CapacityEstimate
+from vllm_operator.tuning.model import Capacity, CapacityEstimate, RateSample
 from vllm_operator.tuning.persist import status_from_state
 from vllm_operator.tuning.settings import TuningSettings
 
@@ -78,6 +78,31 @@ def test_a_capacity_sized_move_that_fails_a_check_falls_back_to_one_step() -> No
     busy = {**QUIET, "kv_usage": 0.25}  # on 1 pod KV would be 1.0, on 3 it is 0.33
     decision = decide(WIDE, snap(**busy), _quiet_fleet(), T0, capacities=(model(8.0),))
     assert brief(decision) == ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 4, 3)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "expected"),
+    [
+        # 4 req/s at 80% of 4 per pod needs 2 pods: two of the three passes of the last 3
+        # minutes had the lower figure, which sizes the scale-down
+        (((60, 4.0), (30, 4.0)), 2),
+        # one pass in the lower bucket among higher ones is noise: 80% of 8 needs 1 pod
+        (((90, 8.0), (60, 4.0), (30, 8.0)), 1),
+        # older than forecast_window (3 minutes): only the present figure counts
+        (((240, 4.0), (210, 4.0)), 1),
+    ],
+)
+def test_a_scale_down_fits_the_typical_model_capacity_of_the_last_passes(
+    earlier: tuple[tuple[int, float], ...], expected: int
+) -> None:
+    # the model's figure moves by a bucket step when the lengths cross a bucket edge; sized by
+    # the higher one, the next pass back in the lower bucket would add the pod again
+    arrivals = tuple(RateSample(T0 - timedelta(seconds=a), 4.0, c) for a, c in earlier)
+    fleet = _quiet_fleet(arrivals=arrivals)
+    decision = decide(WIDE, snap(**QUIET), fleet, T0, capacities=(model(8.0),))
+    assert brief(decision) == ("ScaleReplicas", "ScaleDownLowLoad", "replicas", 4, expected)
+    # what the rules scale up on is the present figure
+    assert decision.model_capacity == model(8.0)
 
 
 def test_without_a_capacity_the_scale_down_is_one_step() -> None:

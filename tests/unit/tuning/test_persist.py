@@ -12,6 +12,7 @@ from vllm_operator.api.status import (
     TuningDecisionRecord,
     TuningHold,
     TuningStatus,
+    WindowSample,
 )
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.model import (
@@ -20,6 +21,7 @@ from vllm_operator.tuning.model import (
     Decision,
     Hold,
     PendingRetune,
+    RateSample,
     TuningState,
 )
 from vllm_operator.tuning.persist import records_anew, state_from_status, status_from_state
@@ -40,6 +42,8 @@ FULL = TuningState(
     capacity=Capacity(4.25, T0 - timedelta(minutes=7)),
     problem_since=T0 - timedelta(minutes=1),
     fewer_pods_looked_at=T0 - timedelta(minutes=4),
+    # a pass without the engine model's figure, and one with it
+    arrivals=(RateSample(T0 - timedelta(minutes=2), 3.0), RateSample(T0, 3.5, 4.0)),
 )
 WITHIN = Decision(Action("Hold"), "WithinSLO", "fine", {"ttft_p95": 0.3}, FULL)
 
@@ -48,6 +52,18 @@ def test_round_trip_through_the_wire_form() -> None:
     status = status_from_state(FULL, WITHIN, None, T0, mode="Auto")
     wire = status.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert state_from_status(TuningStatus.model_validate(wire), spec()) == FULL
+
+
+def test_a_remembered_model_capacity_is_read_back_only_when_a_pass_could_have_given_it() -> None:
+    status = status_from_state(FULL, WITHIN, None, T0, mode="Auto")
+    assert [w.figures for w in status.window] == [
+        {"request_rate": 3.0},
+        {"request_rate": 3.5, "model_capacity": 4.0},
+    ]
+    for hostile in (float("nan"), 0.0, -1.0, float("inf"), 1e300):
+        status.window[1].figures["model_capacity"] = hostile
+        restored = state_from_status(status, spec())
+        assert [(a.rate, a.capacity) for a in restored.arrivals] == [(3.0, None), (3.5, None)]
 
 
 def test_status_fields() -> None:
@@ -87,6 +103,10 @@ def test_status_fields() -> None:
         capacity=CapacityStatus(per_pod=4.25, learned_at=T0 - timedelta(minutes=7)),
         problem_since=T0 - timedelta(minutes=1),
         fewer_pods_looked_at=T0 - timedelta(minutes=4),
+        window=[
+            WindowSample(time=T0 - timedelta(minutes=2), figures={"request_rate": 3.0}),
+            WindowSample(time=T0, figures={"request_rate": 3.5, "model_capacity": 4.0}),
+        ],
     )
 
 
