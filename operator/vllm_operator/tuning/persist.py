@@ -96,8 +96,8 @@ def state_from_status(
         holds=holds,
         capacity=(
             Capacity(c.per_pod, c.learned_at)
-            if (c := status.capacity) is not None and CAPACITY_MIN <= c.per_pod <= RATE_MAX
-            else None  # 0 or a subnormal (the CRD allows them) would divide the pods needed
+            if (c := status.capacity) is not None and _plausible_capacity(c.per_pod)
+            else None
         ),
         canary=canary,
         ready_time=(
@@ -229,12 +229,16 @@ def _window_figures(sample: RateSample) -> dict[str, float]:
 
 
 def _capacity_figure(figures: Mapping[str, float]) -> float | None:
-    """A remembered model capacity, None unless it is one a pass could have given (the status
-    is writable by anyone with the subresource: a NaN or 0 would size a scale-down)."""
+    """A remembered model capacity, None unless it is one a pass could have given."""
     value = figures.get(_CAPACITY)
-    if value is None or not CAPACITY_MIN <= value <= RATE_MAX:
-        return None
-    return value
+    return value if value is not None and _plausible_capacity(value) else None
+
+
+def _plausible_capacity(per_pod: float) -> bool:
+    """Whether a per-pod capacity read from status is one a pass could have written: 0, a
+    subnormal or a NaN (the CRD allows them; the status is writable by anyone with the
+    subresource) would divide the pods needed."""
+    return CAPACITY_MIN <= per_pod <= RATE_MAX
 
 
 def _forecast_status(f: Forecast) -> ForecastStatus:
