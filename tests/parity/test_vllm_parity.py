@@ -42,6 +42,7 @@ from vllm_operator.render.args import checked_extra_args
 from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.defaults import batch_defaults
 from vllm_operator.vllm.rules import SchedulerLimitError, check_limits, resolve_batch_limits
+from vllm_operator.vllm.values import given_values
 from vllm_twin.argv import ArgvError, parse_vllm_argv
 
 # A cold reference venv downloads ~3 GB (~3 min at 35 MB/s); the fixture's first user waits.
@@ -308,6 +309,7 @@ EXTRA_ARGS_VOCABULARY: tuple[tuple[str, ...], ...] = (
     ("--dtype", "half"),
     ("--dtype", "fp16"),
     ("--dtype=bfloat16",),
+    ("--dty", "float16"),
     ("--dtype",),
     ("--seed", "7"),
     ("--seed", "x"),
@@ -552,6 +554,9 @@ def test_extra_args_are_refused_exactly_when_vllms_parser_exits(
     except RenderError as exc:
         ours = str(exc)
     assert (ours is not None) == vllm_exits, (ours, result["error"])
+    if "cli" in result["parsed"]:  # what the renderer reads of --dtype is what vLLM stored
+        given = given_values(extra).get("dtype")
+        assert result["parsed"]["cli"]["dtype"] == ("auto" if given is None else given.value)
     # the twin, started with the same args (the e2e harness does), exits where vLLM does
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # --help prints it

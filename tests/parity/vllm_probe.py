@@ -266,6 +266,7 @@ CLI_FIELDS = (
     "long_prefill_token_threshold",
     "gpu_memory_utilization",
     "kv_cache_dtype",
+    "dtype",
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "disable_log_stats",

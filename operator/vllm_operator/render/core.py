@@ -20,6 +20,7 @@ from vllm_operator.render.args import (
 from vllm_operator.render.deployment import build_deployment_values
 from vllm_operator.render.errors import PolicyError
 from vllm_operator.render.hardware import check_hardware_defaults
+from vllm_operator.render.model_dtype import check_model_dtype
 from vllm_operator.render.monitoring import MONITORING_API_VERSION, build_monitor_values
 from vllm_operator.render.networkpolicy import (
     NETWORKING_API_VERSION,
@@ -28,6 +29,7 @@ from vllm_operator.render.networkpolicy import (
 from vllm_operator.render.placement import compute_gpu_placement
 from vllm_operator.render.service import build_service_values
 from vllm_operator.render.templates import render_manifest
+from vllm_operator.sim.catalog import packaged_catalog
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ def render_all(
     placement = compute_gpu_placement(spec.gpu, cfg.gpu_catalog)
     check_hardware_defaults(spec, cfg.gpu_catalog)
     args = build_args(spec)
+    check_model_dtype(spec, packaged_catalog())
     templates = cfg.template_dir
     deployment = build_deployment_values(svc, spec, cfg, args, placement)
     manifests = [

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,12 @@ def _coefficients(raw: Mapping[str, Any], source: str) -> StepCoefficients:
         if name in SHARES and not 0 < value <= 1:
             raise ProfileError(f"{source}: coefficient {name} is a share (0 < {name} <= 1)")
     return replace(StepCoefficients(), **{k: float(v) for k, v in raw.items()})
+
+
+@lru_cache(maxsize=1)
+def packaged_catalog() -> Catalog:
+    """The shipped profiles, read once: they do not change while a process runs."""
+    return load_catalog()
 
 
 def load_catalog(override: str | Path | None = None, *, calibrated: bool = True) -> Catalog:

@@ -54,7 +54,7 @@ from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.evaluate import Point, Setting
 from vllm_operator.planning.search import Search
 from vllm_operator.planning.workload import Workload, build_arrivals
-from vllm_operator.sim.catalog import Catalog, load_catalog
+from vllm_operator.sim.catalog import packaged_catalog
 from vllm_operator.sim.workload import LengthDist
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.forecast import ready_horizon
@@ -199,16 +199,11 @@ def values_around(current: int, lo: int, hi: int) -> list[int]:
     return sorted(v for v in grid if lo <= v <= hi and v != current)
 
 
-@lru_cache(maxsize=1)
-def engine_catalog() -> Catalog:
-    return load_catalog()  # the packaged profiles: read once, never changed
-
-
 @lru_cache(maxsize=4096)
 def predict(c: Candidate, model: str, target: Target, load: Workload) -> Predicted | None:
     """The engine model's figures for `c` under `load`; None when `c` is refused (the CRD, the
     renderer or vLLM's start-up) or the model does not know the GPU or model."""
-    catalog = engine_catalog()
+    catalog = packaged_catalog()
     try:
         catalog.gpu(c.gpu)
         catalog.model(model)
@@ -244,7 +239,7 @@ def slo_target(i: Inputs) -> Target | None:
 
 def model_knows(i: Inputs) -> bool:
     """The engine model can judge this service: an SLO to judge by, the GPU and model known."""
-    catalog = engine_catalog()
+    catalog = packaged_catalog()
     try:
         catalog.gpu(i.spec.gpu.type)
         catalog.model(i.spec.model)

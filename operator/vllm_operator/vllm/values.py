@@ -61,6 +61,18 @@ class Refusal:
     message: str  # argparse's reason, in its words
 
 
+@dataclass(frozen=True)
+class Given:
+    index: int  # the token that carries the value (`--dtype=half`, or the one after `--dtype`)
+    value: str
+
+
+@dataclass(frozen=True)
+class _Walk:
+    refusal: Refusal | None
+    taken: tuple[tuple[Option, tuple[Given, ...]], ...]  # each option read, with its values
+
+
 def _name(option: Option) -> str:
     return "/".join(option.strings)
 
@@ -127,8 +139,21 @@ def _is_value(token: str, res: Resolution) -> bool:
 def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusal | None:
     """Where vLLM's parser would exit on `tokens` given after its own model argument; None
     where it takes them all. Unknown and ambiguous flags are options.py's to report first."""
-    table = table or load_option_table()
+    return _walk(tokens, table or load_option_table()).refusal
+
+
+def given_values(tokens: list[str], table: OptionTable | None = None) -> dict[str, Given]:
+    """What vLLM's parser stores for each single-value option that `tokens` set, by dest: the
+    last one given wins, as in argparse. Empty where the parser would exit on them."""
+    walk = _walk(tokens, table or load_option_table())
+    if walk.refusal is not None:
+        return {}
+    return {option.dest: values[-1] for option, values in walk.taken if option.nargs is None}
+
+
+def _walk(tokens: list[str], table: OptionTable) -> _Walk:
     resolved = [resolve_token(t, table) for t in tokens]
+    taken: list[tuple[Option, tuple[Given, ...]]] = []
     stray: int | None = None  # argparse collects these and reports them at the end
     i = 0
     while i < len(tokens):
@@ -143,47 +168,51 @@ def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusa
             stray = i if stray is None else stray
             i += 1
             continue
-        i, refusal = _take(tokens, resolved, i, table.by_string[option])
+        found = table.by_string[option]
+        i, refusal, values = _take(tokens, resolved, i, found)
         if refusal is not None:
-            return refusal
+            return _Walk(refusal, tuple(taken))
+        if values is not None:
+            taken.append((found, values))
     if stray is not None:
-        return Refusal(stray, f"unrecognized arguments: {tokens[stray]!r}")
-    return None
+        return _Walk(Refusal(stray, f"unrecognized arguments: {tokens[stray]!r}"), tuple(taken))
+    return _Walk(None, tuple(taken))
 
 
 def _take(
     tokens: list[str], resolved: list[Resolution], at: int, option: Option
-) -> tuple[int, Refusal | None]:
-    """The option at `at` with its values: the index after them, and why vLLM refuses them."""
+) -> tuple[int, Refusal | None, tuple[Given, ...] | None]:
+    """The option at `at` with its values: the index after them, why vLLM refuses them, and
+    the values as given (None where vLLM rewrites them before its parser reads them)."""
     token, string = tokens[at], resolved[at].option or ""
     if option.action == _HELP:
-        return at, Refusal(at, f"{token!r}: vllm serve prints its help and exits")
+        return at, Refusal(at, f"{token!r}: vllm serve prints its help and exits"), None
     name, i = token.partition("=")[0], at + 1
     if "." in name or name.startswith("-O"):
         # vLLM rewrites these before argparse: `--a.b=1` into JSON for --a, `-O3` into
         # --optimization-level 3; their values are vLLM's to read, not checked here
         bare = "=" not in token and not (name.startswith("-O") and len(name) > 2)
-        return (
-            i + 1 if bare and i < len(tokens) and _is_value(tokens[i], resolved[i]) else i
-        ), None
+        after = i + 1 if bare and i < len(tokens) and _is_value(tokens[i], resolved[i]) else i
+        return after, None, None
     explicit = _explicit(token, string)
     if option.nargs == 0:
         if explicit is None:
-            return i, None
-        return i, Refusal(at, f"argument {_name(option)}: ignored explicit argument {explicit!r}")
+            return i, None, ()
+        refusal = Refusal(at, f"argument {_name(option)}: ignored explicit argument {explicit!r}")
+        return i, refusal, None
     if explicit is not None:
-        values = [(at, explicit)]
+        values = [Given(at, explicit)]
     else:
         while i < len(tokens) and _is_value(tokens[i], resolved[i]):
             i += 1
             if option.nargs in (None, "?"):
                 break
-        values = [(k, tokens[k]) for k in range(at + 1, i)]
+        values = [Given(k, tokens[k]) for k in range(at + 1, i)]
         if not values and option.nargs in (None, "+"):
             many = "at least one argument" if option.nargs == "+" else "one argument"
-            return i, Refusal(at, f"argument {_name(option)}: expected {many}")
-    for index, value in values:
-        problem = _value_problem(option, value)
+            return i, Refusal(at, f"argument {_name(option)}: expected {many}"), None
+    for given in values:
+        problem = _value_problem(option, given.value)
         if problem is not None:
-            return i, Refusal(index, problem)
-    return i, None
+            return i, Refusal(given.index, problem), None
+    return i, None, tuple(values)

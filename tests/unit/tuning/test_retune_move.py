@@ -21,6 +21,7 @@ from vllm_operator.planning.candidate import (
 )
 from vllm_operator.planning.lengths import Empirical
 from vllm_operator.planning.workload import Workload
+from vllm_operator.sim.catalog import packaged_catalog
 from vllm_operator.tuning import retune_move
 from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
 from vllm_operator.tuning.inputs import Inputs
@@ -33,7 +34,6 @@ from vllm_operator.tuning.retune_move import (
     candidate_of,
     compute_retune_move,
     decide_retune,
-    engine_catalog,
     values_around,
 )
 from vllm_operator.tuning.settings import TuningSettings
@@ -256,7 +256,7 @@ def test_every_move_in_range_passes_the_crd_and_vllms_start_up(
     c = candidate_of(s, {key: value}, 2)
     manifest = build_service(c, model=s.model, name="x", namespace=None, target=Target(2.0, 0.1))
     assert check_service(manifest) is None
-    resolve(c, engine_catalog(), s.model)  # raises with vLLM's message if it would not start
+    resolve(c, packaged_catalog(), s.model)  # raises with vLLM's message if it would not start
 
 
 def test_the_token_histograms_give_the_lengths_when_the_snapshot_has_them() -> None:

@@ -18,7 +18,7 @@ from vllm_operator.render import build_args
 from vllm_operator.render.args import checked_extra_args
 from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.options import load_option_table
-from vllm_operator.vllm.values import first_refusal
+from vllm_operator.vllm.values import first_refusal, given_values
 from vllm_twin.argv import parse_vllm_argv
 
 
@@ -129,3 +129,45 @@ def test_what_the_renderer_passes_the_twin_takes(extra: list[str]) -> None:
         return
     with contextlib.redirect_stdout(io.StringIO()):
         parse_vllm_argv([*build_args(SPEC), *extra], {})
+
+
+DTYPE_TOKENS = st.one_of(
+    ANY_TOKEN,
+    st.sampled_from(["--dtype", "--dty", "--dtype=half", "--dtype=bfloat16", "half", "float16"]),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(DTYPE_TOKENS, max_size=6))
+def test_given_values_are_what_the_parser_stores(extra: list[str]) -> None:
+    """The value the renderer reads for --dtype (render/model_dtype.py) is the one argparse
+    keeps: the twin's parser, built from vLLM's option list, is the reference here and vLLM's
+    own parser in the parity tier."""
+    try:
+        checked_extra_args(extra)
+    except RenderError:
+        if first_refusal(extra) is not None:
+            assert given_values(extra) == {}
+        return
+    with contextlib.redirect_stdout(io.StringIO()):
+        twin = parse_vllm_argv([*build_args(SPEC), *extra], {})
+    given = given_values(extra).get("dtype")
+    assert twin.engine.dtype == ("auto" if given is None else given.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "want"),
+    [
+        (
+            ["--dtype", "half", "--seed", "3", "--dtype=bfloat16"],
+            {"dtype": (4, "bfloat16"), "seed": (3, "3")},
+        ),
+        (["--dty", "float16"], {"dtype": (1, "float16")}),
+        (["--enforce-eager", "--seed=4"], {"seed": (1, "4")}),
+        (["--dtype"], {}),  # the parser exits: nothing is stored
+        (["--cudagraph-capture-sizes", "1", "2"], {}),  # several values: not a single one
+    ],
+)
+def test_given_values(extra: list[str], want: dict[str, tuple[int, str]]) -> None:
+    found = {dest: (g.index, g.value) for dest, g in given_values(extra).items()}
+    assert found == want

@@ -1,0 +1,140 @@
+"""The renderer refuses a model dtype or KV-cache dtype exactly where vLLM's start-up would, as far
+as the engine profiles let it know; the twin (which models vLLM's start-up) is the cross-check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.render_support import CFG, svc
+from vllm_operator.api.v1alpha1 import VLLMServiceSpec
+from vllm_operator.render import render_all
+from vllm_operator.render.errors import RenderError
+from vllm_operator.render.model_dtype import check_model_dtype
+from vllm_operator.sim.catalog import packaged_catalog
+from vllm_operator.sim.engine.config import EngineConfig, resolve_config
+from vllm_operator.vllm import dtypes
+
+PROFILES = packaged_catalog()
+BF16_MODEL = "meta-llama/Llama-3.2-3B-Instruct"  # a bfloat16 checkpoint with a profile
+
+
+def spec(
+    kv: str | None = None,
+    extra: tuple[str, ...] = (),
+    gpu: str = "L4",
+    fallbacks: tuple[str, ...] = (),
+    model: str = BF16_MODEL,
+) -> VLLMServiceSpec:
+    engine: dict[str, Any] = {"extraArgs": list(extra)}
+    if kv is not None:
+        engine["kvCacheDtype"] = kv
+    return VLLMServiceSpec.model_validate(
+        {
+            "model": model,
+            "gpu": {"type": gpu, "fallbackTypes": list(fallbacks)},
+            "engine": engine,
+        }
+    )
+
+
+def refusal(s: VLLMServiceSpec) -> RenderError | None:
+    try:
+        check_model_dtype(s, PROFILES)
+    except RenderError as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize(
+    ("s", "field", "words"),
+    [
+        # a bfloat16 checkpoint runs in bfloat16 on L4: a float16 cache is refused
+        (spec("float16"), "spec.engine.kvCacheDtype", "set kvCacheDtype to auto or bfloat16"),
+        # ... and in float16 on a T4 (no bfloat16 below compute capability 8.0)
+        (spec("bfloat16", gpu="T4"), "spec.engine.kvCacheDtype", "auto or float16"),
+        # fine on the primary type, refused on a fallback
+        (spec("bfloat16", gpu="L4", fallbacks=("T4",)), "spec.engine.kvCacheDtype", "on T4"),
+        # an explicit --dtype decides, whatever the model
+        (
+            spec("float16", ("--dtype=bfloat16",), model="org/no-profile"),
+            "spec.engine.kvCacheDtype",
+            "--dtype in spec.engine.extraArgs[0]",
+        ),
+        (spec("bfloat16", ("--dtype", "float32")), "spec.engine.kvCacheDtype", "to auto"),
+        # the last --dtype wins, as in argparse; a prefix of --dtype is --dtype
+        (
+            spec("float16", ("--dtype", "half", "--dty", "bfloat16")),
+            "spec.engine.kvCacheDtype",
+            "extraArgs[3]",
+        ),
+        (spec(None, ("--dtype", "bfloat16"), gpu="T4"), "spec.engine.extraArgs[1]", "T4"),
+    ],
+)
+def test_refused_like_vllm_would(s: VLLMServiceSpec, field: str, words: str) -> None:
+    found = refusal(s)
+    assert found is not None
+    assert found.field == field
+    assert words in str(found)
+    assert "\n" not in str(found)
+
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        spec(),
+        spec("auto"),
+        spec("fp8"),
+        spec("bfloat16"),
+        spec("float16", gpu="T4"),  # `auto` runs the bfloat16 checkpoint in float16 there
+        spec("float16", ("--dtype", "half")),
+        spec("float16", ("--dtype", "auto"), gpu="T4"),
+        spec("float16", ("--dtype", "float16"), gpu="T4", fallbacks=("L4",)),
+        # not known here, so not refused: a model without a profile, a GPU type without one,
+        # extraArgs that can change what the checkpoint says
+        spec("float16", model="org/no-profile"),
+        spec("float16", gpu="RTX-6000-Ada-custom"),
+        spec("float16", ("--quantization", "fp8")),
+        spec("float16", ("--hf-overrides", '{"torch_dtype": "float16"}')),
+    ],
+)
+def test_accepted_where_vllm_starts_or_nothing_is_known(s: VLLMServiceSpec) -> None:
+    assert refusal(s) is None
+
+
+def test_render_all_refuses_with_the_field() -> None:
+    with pytest.raises(RenderError) as err:
+        render_all(svc({"spec": {"engine": {"kvCacheDtype": "float16"}}}), CFG)
+    assert err.value.field == "spec.engine.kvCacheDtype"
+
+
+DTYPE_FLAGS = [None, *dtypes.MODEL_DTYPES]
+CACHE_DTYPES = ["auto", "float16", "bfloat16", "fp8"]
+MODELS = ["Qwen/Qwen2.5-0.5B-Instruct", BF16_MODEL]  # small enough for every GPU profile
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kv=st.sampled_from(CACHE_DTYPES),
+    flag=st.sampled_from(DTYPE_FLAGS),
+    gpu=st.sampled_from(sorted(PROFILES.gpus)),
+    model=st.sampled_from(MODELS),
+)
+def test_refuses_exactly_where_the_twin_would_not_start(
+    kv: str, flag: str | None, gpu: str, model: str
+) -> None:
+    extra = () if flag is None else ("--dtype", flag)
+    ours = refusal(spec(kv, extra, gpu=gpu, model=model))
+    profile = PROFILES.model(model)
+    cfg = EngineConfig(kv_cache_dtype=kv, dtype=flag or "auto", max_model_len=4096)
+    try:
+        resolve_config(cfg, PROFILES.gpu(gpu), profile, PROFILES.coefficients)
+        twin = None
+    except ValueError as exc:
+        twin = str(exc)
+    if twin is not None and "not modelled" in twin:
+        return  # float32: vLLM runs it, the twin's step times are 16-bit ones
+    assert (ours is None) == (twin is None), (ours, twin)
