@@ -146,10 +146,9 @@ def test_recommend_mode_records_and_leaves_the_deployment_alone(
     try:
 
         def recommended() -> list[dict[str, Any]]:
-            tuning = get(cluster, "vllmservice", namespace, "advice")["status"].get("tuning", {})
             return [
                 d
-                for d in tuning.get("lastDecisions", [])
+                for d in decisions(cluster, namespace, "advice")
                 if d["action"] == "SetBudget" and d.get("applied") is False
             ]
 

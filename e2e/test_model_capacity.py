@@ -14,7 +14,7 @@ from tests.support.harness import Harness
 from tests.support.kube import Cluster
 from tests.support.load import BackgroundLoad
 from tests.support.operator import OperatorProcess
-from tests.support.vllmsvc import chat_service, decisions, get, start
+from tests.support.vllmsvc import chat_service, decisions, get, start, tuning_status
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -36,8 +36,7 @@ def manifest(namespace: str) -> dict[str, Any]:
 
 
 def model_capacity(cluster: Cluster, ns: str) -> dict[str, Any] | None:
-    tuning: dict[str, Any] = get(cluster, "vllmservice", ns, NAME)["status"].get("tuning", {})
-    found: dict[str, Any] | None = tuning.get("modelCapacity")
+    found: dict[str, Any] | None = tuning_status(cluster, ns, NAME).get("modelCapacity")
     return found
 
 
@@ -47,7 +46,7 @@ def replicas(cluster: Cluster, ns: str) -> int:
 
 def scaled(cluster: Cluster, ns: str) -> dict[str, Any] | None:
     """status.tuning once it records a ScaleReplicas decision, else None."""
-    tuning: dict[str, Any] = get(cluster, "vllmservice", ns, NAME)["status"].get("tuning", {})
+    tuning = tuning_status(cluster, ns, NAME)
     moves = [d for d in tuning.get("lastDecisions", []) if d["action"] == "ScaleReplicas"]
     return tuning if moves else None
 
@@ -78,7 +77,7 @@ def test_a_service_that_never_missed_scales_down_to_what_the_model_says_it_needs
                 what="a scale-down on the model's capacity recorded in status.tuning",
             )
         except AssertionError as exc:  # say what the tuner did decide, and with what capacity
-            seen = get(cluster, "vllmservice", namespace, NAME)["status"].get("tuning", {})
+            seen = tuning_status(cluster, namespace, NAME)
             decided = [(d["action"], d["reason"]) for d in seen.get("lastDecisions", [])]
             raise AssertionError(
                 f"{exc}; decisions {decided}, model capacity {seen.get('modelCapacity')}, "

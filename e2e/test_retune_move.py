@@ -23,6 +23,7 @@ from tests.support.vllmsvc import (
     flag,
     get,
     start,
+    tuning_status,
 )
 from tests.support.wait import wait_until
 
@@ -62,8 +63,9 @@ def test_a_gpu_capped_service_gets_one_budget_move_that_lowers_its_503_share(
     try:
 
         def measured() -> dict[str, Any] | None:
-            tuning = get(cluster, "vllmservice", namespace, "capped")["status"].get("tuning", {})
-            model: dict[str, Any] | None = tuning.get("modelCapacity")
+            model: dict[str, Any] | None = tuning_status(cluster, namespace, "capped").get(
+                "modelCapacity"
+            )
             return model
 
         wait_until(measured, timeout=60, what="the engine model's capacity from the warm-up")

@@ -69,9 +69,16 @@ def wide_row_matches_status(cluster: Cluster, ns: str, name: str) -> bool:
     )
 
 
+def tuning_status(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    """The VLLMService's status.tuning; {} before the tuner's first pass wrote it."""
+    tuning: dict[str, Any] = (get(cluster, "vllmservice", ns, name).get("status") or {}).get(
+        "tuning", {}
+    )
+    return tuning
+
+
 def decisions(cluster: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
-    tuning = get(cluster, "vllmservice", ns, name)["status"].get("tuning", {})
-    out: list[dict[str, Any]] = tuning.get("lastDecisions", [])
+    out: list[dict[str, Any]] = tuning_status(cluster, ns, name).get("lastDecisions", [])
     return out
 
 
