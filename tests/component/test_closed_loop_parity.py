@@ -30,8 +30,8 @@ from vllm_operator.sim.workload import LengthDist
 from vllm_twin.argv import parse_vllm_argv
 from vllm_twin.loadgen.runner import LoadSpec, run_closed_load
 from vllm_twin.server.app import build_app, start_server
-from vllm_twin.server.routes import ServeOptions
 from vllm_twin.server.setup import build_engine
+from vllm_twin.server.state import ServeOptions
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 SPEC = ClosedLoopSpec(

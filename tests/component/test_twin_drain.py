@@ -20,8 +20,8 @@ from tests.component.test_twin_http import MODEL, spawn_twin, wait_healthy
 from vllm_twin.argv import parse_vllm_argv
 from vllm_twin.server.app import build_app, start_server
 from vllm_twin.server.driver import EngineDriver
-from vllm_twin.server.routes import STATE
 from vllm_twin.server.setup import build_engine, serve_options_from
+from vllm_twin.server.state import STATE
 
 LONG = {"prompt": "a b c d", "max_tokens": 600}
 

@@ -493,19 +493,34 @@ def dtype_rules(cases: list[dict[str, str]]) -> dict[str, Any]:
 
 
 def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """What vLLM's request models (completions, chat) say to each body: accepted, or why not."""
+    """What vLLM's request models (completions, chat) say to each body: accepted, or why not;
+    and for an accepted one, what its SamplingParams say, built as the serving layer builds
+    them (`get_max_tokens` with the case's `max_model_len` and `prompt_len`, then
+    `to_sampling_params` with no generation-config defaults): the message the client reads."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+    from vllm.entrypoints.serve.exception_handling.error_response import create_error_response
+    from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
     from vllm.exceptions import VLLMValidationError
 
     results = []
     for case in cases:
         model = ChatCompletionRequest if case["chat"] else CompletionRequest
         try:
-            model.model_validate(case["body"])
-            results.append({"accepted": True, "error": None})
+            request = model.model_validate(case["body"])
         except (ValueError, VLLMValidationError) as exc:  # pydantic's, and vLLM's validators
             results.append({"accepted": False, "error": str(exc).splitlines()[0]})
+            continue
+        requested = getattr(request, "max_completion_tokens", None)
+        requested = request.max_tokens if requested is None else requested
+        sampling = None
+        try:
+            max_tokens = get_max_tokens(case["max_model_len"], requested, case["prompt_len"], {})
+            request.to_sampling_params(max_tokens, {})
+        except (ValueError, TypeError, VLLMValidationError) as exc:
+            error = create_error_response(exc).error
+            sampling = {"message": error.message, "param": error.param}
+        results.append({"accepted": True, "error": None, "sampling": sampling})
     return {"vllm": vllm.__version__, "results": results}
 
 

@@ -13,20 +13,26 @@ from vllm_twin.server.openai import (
     RequestError,
     WorkRequest,
     count_chat_tokens,
-    count_prompt_tokens,
-    overload_body,
+    count_prompts,
+    engine_prompts,
     parse_work,
 )
 
 
-def work(body: dict[str, Any], chat: bool = False, max_model_len: int = 100) -> WorkRequest:
-    return parse_work(body, chat=chat, max_model_len=max_model_len)
+def work(body: dict[str, Any], chat: bool = False) -> WorkRequest:
+    return parse_work(body, chat=chat)
+
+
+def prompts(body: dict[str, Any], chat: bool = False, max_model_len: int = 100) -> list[Any]:
+    """(prompt tokens, max tokens) of each prompt the engine gets."""
+    got = engine_prompts(work(body, chat), max_model_len)
+    return [(p.prompt_tokens, p.max_tokens) for p in got]
 
 
 def test_completion_defaults() -> None:
     assert work({"prompt": "a b  c\nd"}) == WorkRequest(
-        prompt_tokens=4,
-        max_tokens=16,
+        prompts=(4,),
+        requested=16,
         n=1,
         priority=0,
         stream=False,
@@ -47,16 +53,138 @@ def test_fields_are_passed_through() -> None:
             "model": "chat",
         }
     )
-    assert w == WorkRequest(3, 9, 3, -2, True, True, "chat")
+    assert (w.prompts, w.requested, w.n, w.priority, w.stream, w.include_usage, w.model) == (
+        (3,),
+        9,
+        3,
+        -2,
+        True,
+        True,
+        "chat",
+    )
+    assert not w.tokenized
 
 
 def test_max_tokens_is_clamped_to_the_room_left_and_chat_defaults_to_all_of_it() -> None:
-    assert work({"prompt": "w " * 90, "max_tokens": 50}).max_tokens == 10
+    assert prompts({"prompt": "w " * 90, "max_tokens": 50}) == [(90, 10)]
     chat = {"messages": [{"role": "user", "content": "w " * 30}]}
-    assert work(chat, chat=True).max_tokens == 70
-    assert work({**chat, "max_completion_tokens": 5, "max_tokens": 9}, chat=True).max_tokens == 5
-    # no room left: passed on unclamped so that the engine refuses the prompt (after admission)
-    assert work({"prompt": "w " * 100, "max_tokens": 3}).max_tokens == 3
+    assert prompts(chat, chat=True) == [(30, 70)]
+    assert prompts({**chat, "max_completion_tokens": 5, "max_tokens": 9}, chat=True) == [(30, 5)]
+    # the prompts of a batch are clamped each
+    assert prompts({"prompt": ["w " * 95, "w"], "max_tokens": 50}) == [(95, 5), (1, 50)]
+
+
+@pytest.mark.parametrize(
+    ("body", "chat", "param", "message"),
+    [
+        # vLLM's renderer: max_tokens above the context, a prompt longer than it (a text prompt
+        # is tokenised to one token past it: "at least"); its input processor: one that fills it
+        (
+            {"prompt": "w", "max_tokens": 101},
+            False,
+            "max_tokens",
+            "max_tokens=101 cannot be greater than max_model_len=100. Please request fewer "
+            "output tokens.",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "w"}], "max_completion_tokens": 200},
+            True,
+            "max_completion_tokens",
+            "max_completion_tokens=200 cannot be greater than max_model_len=100.",
+        ),
+        (
+            {"prompt": "w " * 300},
+            False,
+            "input_tokens",
+            "This model's maximum context length is 100 tokens. However, your prompt contains "
+            "at least 101 input tokens, which exceeds this limit even without any output tokens."
+            " Please reduce the length of the input prompt.",
+        ),
+        (
+            {"prompt": [1] * 300},
+            False,
+            "input_tokens",
+            "However, your prompt contains 300 input tokens",
+        ),
+        (
+            {"prompt": ["w", "w " * 101]},
+            False,
+            "input_tokens",
+            "contains at least 101 input tokens",
+        ),
+        # a prompt that fills the context leaves max_tokens 0, which SamplingParams refuses
+        (
+            {"prompt": [1] * 100, "max_tokens": 3},
+            False,
+            "max_tokens",
+            "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)",
+        ),
+        # what SamplingParams refuses, in its order, with the engine's max_tokens
+        (
+            {"prompt": "a", "max_tokens": 0},
+            False,
+            "max_tokens",
+            "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)",
+        ),
+        ({"prompt": "a", "n": 0}, False, None, "n must be at least 1, got 0."),
+        (
+            {"prompt": "a", "n": 10**30},
+            False,
+            None,
+            f"n must be at most 16384, got {10**30}. To increase this limit, set the "
+            "VLLM_MAX_N_SEQUENCES environment variable.",
+        ),
+        ({"prompt": "a", "presence_penalty": 3}, False, None, "in [-2, 2], got 3.0."),
+        ({"prompt": "a", "frequency_penalty": -9}, False, None, "in [-2, 2], got -9.0."),
+        ({"prompt": "a", "repetition_penalty": 0}, False, None, "greater than zero, got 0.0."),
+        (
+            {"prompt": "a", "temperature": 2.5},
+            False,
+            "temperature",
+            "temperature must be in [0, 2], got 2.5. (parameter=temperature, value=2.5)",
+        ),
+        ({"prompt": "a", "temperature": -1}, False, "temperature", "non-negative, got -1.0."),
+        ({"prompt": "a", "top_p": 0}, False, "top_p", "top_p must be in (0, 1], got 0.0."),
+        ({"prompt": "a", "top_k": -2}, False, None, "or at least 1, got -2."),
+        ({"prompt": "a", "min_p": 1.5}, False, None, "min_p must be in [0, 1], got 1.5."),
+        ({"prompt": "a", "min_tokens": -1}, False, None, "greater than or equal to 0, got -1."),
+        # min_tokens against the clamped max_tokens: 10 tokens of room left
+        (
+            {"prompt": "w " * 90, "max_tokens": 50, "min_tokens": 20},
+            False,
+            None,
+            "min_tokens must be less than or equal to max_tokens=10, got 20.",
+        ),
+        ({"prompt": "a", "stop": ""}, False, None, "stop cannot contain an empty string."),
+        ({"prompt": "a", "stop": ["x", ""]}, False, None, "stop cannot contain an empty"),
+        (
+            {"prompt": "a", "logit_bias": {"5": 1, "x": 2}},
+            False,
+            "logit_bias",
+            "logit_bias contains key(s) that cannot be converted to integer token IDs: ['x'] "
+            "(parameter=logit_bias, value=['x'])",
+        ),
+        (
+            {"prompt": "a", "temperature": 0, "n": 2},
+            False,
+            None,
+            "n must be 1 when using greedy sampling, got 2.",
+        ),
+        (
+            {"messages": [{"role": "u", "content": "a"}], "temperature": 0.0, "n": 3},
+            True,
+            None,
+            "n must be 1 when using greedy sampling, got 3.",
+        ),
+    ],
+)
+def test_refusals_after_admission_are_vllms(
+    body: dict[str, Any], chat: bool, param: str | None, message: str
+) -> None:
+    with pytest.raises(RequestError) as info:
+        prompts(body, chat)
+    assert message in info.value.message
+    assert (info.value.param, info.value.status) == (param, 400)
 
 
 def test_chat_tokens_count_text_parts() -> None:
@@ -73,12 +201,11 @@ def test_chat_tokens_count_text_parts() -> None:
     [
         ({}, False, "Either prompt or prompt_embeds must be provided and non-empty."),
         ({"prompt": ""}, False, "Either prompt or prompt_embeds must be provided"),
-        ({"prompt": ["a", "b"]}, False, "one prompt per request"),
+        ({"prompt": ["a", ""]}, False, "The decoder prompt cannot be empty"),
         ({"messages": [{"role": "u", "content": "a"}], "top_logprobs": 2}, True, "`logprobs` must"),
         ({"prompt": "a", "logprobs": "x"}, False, "`logprobs` must be an integer."),
         ({"prompt": 5}, False, r"prompt\.list\[.*Input should be a valid list \(and 3 more\)"),
         ({"prompt": [1, -1]}, False, "greater than or equal to 0"),
-        ({"prompt": "a", "max_tokens": 0}, False, "max_tokens must be at least 1"),
         (
             {"prompt": "a", "max_tokens": "nine"},
             False,
@@ -92,10 +219,7 @@ def test_chat_tokens_count_text_parts() -> None:
         ),
         ({"prompt": "a", "seed": 2**64}, False, "seed: Input should be less than or equal to"),
         ({"prompt": "a", "stop": [1]}, False, "stop"),
-        ({"prompt": "a", "n": 0}, False, "n must be at least 1"),
         ({"messages": []}, True, "messages must be a non-empty list"),
-        ({"prompt": "a", "n": 16385}, False, "n must be at most 16384"),
-        ({"prompt": "a", "n": 10**30}, False, "n must be at most 16384"),
         ({"prompt": "a", "stream": 2}, False, "stream: Input should be a valid boolean"),
         ({"prompt": "a", "stream": [1]}, False, "stream: Input should be a valid boolean"),
         ({"prompt": "a", "stream": "maybe"}, False, "stream: Input should be a valid boolean"),
@@ -131,17 +255,17 @@ def test_refusals(body: dict[str, Any], chat: bool, message: str) -> None:
     assert payload["error"]["type"] == "BadRequestError"
 
 
-def test_token_id_prompts_count_ids() -> None:
-    assert count_prompt_tokens(list(range(17))) == 17
-    assert count_prompt_tokens([[1, 2, 3]]) == 3 and count_prompt_tokens(["a b"]) == 2
-    with pytest.raises(RequestError, match="one prompt per request"):
-        count_prompt_tokens([[1], [2]])
+def test_token_id_prompts_count_ids_and_a_batch_counts_each() -> None:
+    assert count_prompts(list(range(17))) == (17,)
+    assert count_prompts([[1, 2, 3]]) == (3,) and count_prompts(["a b"]) == (2,)
+    assert count_prompts([[1], [2, 3]]) == (1, 2) and count_prompts(["a", "b c"]) == (1, 2)
     # vLLM's model reads true as the token id 1 (pydantic's lax ints), and so does the twin
     assert work({"prompt": [1, True]}).prompt_tokens == 2
+    assert work({"prompt": ["a b", "c"]}).prompt_tokens == 3  # usage sums the batch
 
 
 def test_overload_body_is_vllms_exact_bytes() -> None:
-    assert overload_body("busy.") == (
+    assert RequestError("busy.", status=503).body() == (
         b'{"error":{"message":"busy.","type":"Service Unavailable","param":null,"code":503}}'
     )
 
@@ -174,7 +298,9 @@ JSON = st.recursive(
     max_leaves=8,
 )
 FIELDS = ("prompt", "messages", "max_tokens", "max_completion_tokens", "n", "priority", "stream",
-          "stream_options", "model")  # fmt: skip
+          "stream_options", "model", "temperature", "top_p", "top_k", "min_p", "min_tokens",
+          "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "logit_bias",
+          "logprobs", "top_logprobs", "echo")  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)
@@ -189,6 +315,13 @@ def test_any_body_is_work_or_a_one_line_400(body: dict[str, Any], chat: bool) ->
         assert set(payload["error"]) == {"message", "type", "param", "code"}
         assert "\n" not in exc.message and payload["error"]["code"] == 400
         return
-    assert 1 <= w.n <= 16384 and w.max_tokens >= 1 and w.prompt_tokens >= 1
+    assert 1 <= w.n <= 16384 and w.prompts and min(w.prompts) >= 1
+    assert w.requested is None or w.requested >= 1
+    try:
+        engine = engine_prompts(w, 100)
+    except RequestError as exc:
+        assert "\n" not in exc.message and exc.status == 400
+        return
+    assert all(1 <= p.max_tokens <= 100 - p.prompt_tokens for p in engine)
     assert isinstance(w.stream, bool) and isinstance(w.include_usage, bool)
     assert w.model is None or isinstance(w.model, str)

@@ -22,8 +22,8 @@ from aiohttp import web
 
 from vllm_twin.argv import ArgvError, TwinArgs, format_argv_error, parse_vllm_argv
 from vllm_twin.server.app import build_app, start_server
-from vllm_twin.server.routes import STATE, VLLM_VERSION
 from vllm_twin.server.setup import EngineSetup, TwinSetupError, build_engine, serve_options_from
+from vllm_twin.server.state import STATE, VLLM_VERSION
 
 NAME = "twin"
 HELP = "Run a simulated vLLM 0.33 server on 127.0.0.1 with `vllm serve` arguments."

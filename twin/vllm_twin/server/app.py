@@ -17,7 +17,8 @@ from vllm_twin.server.auth import build_auth_middleware
 from vllm_twin.server.driver import EngineDriver, NullObserver, Observer
 from vllm_twin.server.errors import MAX_BODY_BYTES, json_http_errors
 from vllm_twin.server.http_metrics import HttpMetrics
-from vllm_twin.server.routes import STATE, ServeOptions, TwinState, add_routes, unix_now
+from vllm_twin.server.routes import add_routes
+from vllm_twin.server.state import STATE, ServeOptions, TwinState, unix_now
 from vllm_twin.server.vllm_metrics import VllmMetrics, cache_config_labels
 
 log = logging.getLogger(__name__)

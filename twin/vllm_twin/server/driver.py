@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from vllm_operator.sim.engine import (
@@ -69,6 +69,7 @@ class _Active:
 
     request: SimRequest
     events: asyncio.Queue[RequestEvent] = field(default_factory=asyncio.Queue)
+    first_index: int = 0  # where its choices start in the answer (a completions batch)
     started: set[int] = field(default_factory=set)  # choice indexes that produced output
     tokens: dict[int, int] = field(default_factory=dict)  # choice index -> tokens delivered
     done: set[int] = field(default_factory=set)  # choice indexes that finished
@@ -77,6 +78,12 @@ class _Active:
 
     def __post_init__(self) -> None:
         self.unfinished = self.request.n
+
+    def put(self, event: RequestEvent) -> None:
+        """Hand `event` to the HTTP handler, its choice index counted in the whole answer."""
+        if self.first_index:
+            event = replace(event, index=event.index + self.first_index)
+        self.events.put_nowait(event)
 
 
 class EngineDriver:
@@ -137,24 +144,40 @@ class EngineDriver:
                 self._observer.on_request_done(active.request, active.max_output)
                 if not self._active:
                     self._idle.set()
-        active.events.put_nowait(event)
+        active.put(event)
 
-    def submit(self, request: SimRequest) -> Rejected | asyncio.Queue[RequestEvent]:
-        """Admit a request now; returns vLLM's rejection or the queue its events arrive on.
+    def preflight(self, n: int) -> Rejected | None:
+        """vLLM's admission check before a request's prompts are rendered (its serving layer's
+        `_preflight`): the rejection of a request of `n` sequences now, or None."""
+        rejected = self.engine.check_admission(n, self.sync())
+        if rejected is not None:
+            self._observer.on_stats(self.engine.stats())  # the rejection counter moves now
+        return rejected
+
+    def submit(
+        self,
+        request: SimRequest,
+        events: asyncio.Queue[RequestEvent] | None = None,
+        first_index: int = 0,
+    ) -> Rejected | asyncio.Queue[RequestEvent]:
+        """Admit a request now; returns vLLM's rejection or the queue its events arrive on:
+        `events` where given (the prompts of one batch share one), their choice indexes from
+        `first_index` on.
 
         The engine's InvalidRequestError (a 400 in vLLM) propagates to the caller.
         """
         now = self.sync()
+        events = asyncio.Queue() if events is None else events
         if self.draining:  # the engine never sees it: an answer that ends before it began
-            refused = _Active(request)
+            refused = _Active(request, events, first_index)
             for index in range(request.n):
-                refused.events.put_nowait(_aborted_event(refused, index, now))
+                refused.put(_aborted_event(refused, index, now))
             return refused.events
         rejected = self.engine.submit(request, now)
         if rejected is not None:
             self._observer.on_stats(self.engine.stats())  # the rejection counter moves now
             return rejected
-        active = _Active(request)
+        active = _Active(request, events, first_index)
         self._active[request.request_id] = active
         self._idle.clear()
         self._wake.set()
@@ -184,7 +207,7 @@ class EngineDriver:
             self.engine.abort(request_id, now)
             for index in range(active.request.n):
                 if index not in active.done:
-                    active.events.put_nowait(_aborted_event(active, index, now))
+                    active.put(_aborted_event(active, index, now))
             cut += 1
         self._active.clear()
         self._idle.set()
@@ -213,7 +236,7 @@ class EngineDriver:
         except Exception as exc:  # the twin's "engine dead" state
             self.failure = exc
             for active in self._active.values():
-                active.events.put_nowait(_failed_event(active.request.request_id, self.now()))
+                active.put(_failed_event(active.request.request_id, self.now()))
             self._active.clear()
             raise
 

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from vllm_operator.sim.engine import MAX_N_SEQUENCES
 from vllm_twin.server.request_model import BodyError, ChatBody, first_problem, validate_body
+from vllm_twin.server.sampling import (
+    Sampling,
+    SamplingError,
+    check_sampling,
+    sampling_of,
+    validation_message,
+)
 
 OUTPUT_WORD = " tok"
 
@@ -35,7 +41,8 @@ class RequestError(Exception):
 
     @property
     def type(self) -> str:
-        return {400: "BadRequestError", 404: "NotFoundError"}.get(self.status, "BadRequestError")
+        names = {400: "BadRequestError", 404: "NotFoundError", 503: "Service Unavailable"}
+        return names.get(self.status, "BadRequestError")
 
     def body(self) -> bytes:
         return error_body(self.message, self.type, self.status, self.param)
@@ -52,36 +59,44 @@ def error_body(message: str, type_: str, code: int, param: str | None = None) ->
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def overload_body(message: str) -> bytes:
-    return error_body(message, "Service Unavailable", 503)
-
-
 @dataclass(frozen=True)
 class WorkRequest:
-    """What one completion or chat request asks of the engine."""
+    """What one completion or chat request asks, as vLLM's request model reads it."""
 
-    prompt_tokens: int
-    max_tokens: int  # after vLLM's clamp to max_model_len - prompt
+    prompts: tuple[int, ...]  # each prompt's tokens: a completions batch has several
+    requested: int | None  # max_tokens (or chat's max_completion_tokens) as given
     n: int
     priority: int
     stream: bool
     include_usage: bool
     model: str | None
+    tokenized: bool = True  # text (and chat), which vLLM's tokenizer reads; False: token ids
+    requested_param: str = "max_tokens"
+    sampling: Sampling = field(default_factory=Sampling)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """usage.prompt_tokens: the prompts' tokens together, as vLLM sums them."""
+        return sum(self.prompts)
 
 
-def count_prompt_tokens(prompt: str | list[int] | list[list[int]] | list[str]) -> int:
-    """Tokens of a prompt as vLLM's request model types it (request_model.CompletionBody)."""
+@dataclass(frozen=True)
+class EnginePrompt:
+    """One prompt as the engine gets it: its tokens and the output tokens it may generate."""
+
+    prompt_tokens: int
+    max_tokens: int
+
+
+def count_prompts(prompt: str | list[int] | list[list[int]] | list[str]) -> tuple[int, ...]:
+    """Tokens of each prompt, as vLLM's request model types `prompt`: a batch of lists of ids
+    or of strings has several, a string or a list of ids is one."""
     if isinstance(prompt, str):
-        return len(prompt.split())
+        return (len(prompt.split()),)
     first = prompt[0] if prompt else None
-    if isinstance(first, list | str):  # a batch of prompts: lists of ids, or strings
-        if len(prompt) != 1:
-            raise RequestError(
-                "the twin serves one prompt per request (a batch of one, a string or token ids)",
-                param="prompt",
-            )
-        return count_prompt_tokens(first)
-    return len(prompt)
+    if isinstance(first, list | str):
+        return tuple(count_prompts(p)[0] for p in prompt)  # type: ignore[arg-type]
+    return (len(prompt),)
 
 
 def _message_text(content: Any, where: str) -> str:
@@ -117,9 +132,10 @@ def count_chat_tokens(messages: Any) -> int:
     return max(1, words)  # a chat template always renders some tokens
 
 
-def parse_work(body: Mapping[str, Any], *, chat: bool, max_model_len: int) -> WorkRequest:
-    """Validate a request body the way vLLM's request models and serving layer do, for the
-    fields the twin uses or types (request_model.py)."""
+def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
+    """Validate a request body the way vLLM's request models do, for the fields the twin uses
+    or types (request_model.py). What vLLM checks once it has admitted the request (the
+    prompts' lengths, max_tokens against the context) is `engine_prompts`'."""
     # vLLM's before-validators read the raw body: `"stream": "false"` is truthy there
     if body.get("stream_options") and not body.get("stream"):
         raise RequestError(
@@ -136,39 +152,83 @@ def parse_work(body: Mapping[str, Any], *, chat: bool, max_model_len: int) -> Wo
         raise RequestError(message, param=param) from None
     except BodyError as exc:
         raise RequestError(exc.message, param=exc.param) from None
+    param = "max_tokens"
+    prompts: tuple[int, ...]
     if isinstance(typed, ChatBody):
-        prompt = count_chat_tokens(body.get("messages"))
+        prompts = (count_chat_tokens(body.get("messages")),)
+        tokenized = True
         requested = typed.max_completion_tokens
-        requested = typed.max_tokens if requested is None else requested
+        if requested is None:
+            requested = typed.max_tokens
+        else:
+            param = "max_completion_tokens"
     else:
-        prompt = count_prompt_tokens(typed.prompt or "")
+        prompts = count_prompts(typed.prompt or "")
+        tokenized = isinstance(typed.prompt, str) or isinstance((typed.prompt or [0])[0], str)
         requested = typed.max_tokens
-    if prompt == 0:
+    if 0 in prompts:
         raise RequestError("The decoder prompt cannot be empty", param="prompt")
-    if requested is not None and requested < 1:
-        raise RequestError(f"max_tokens must be at least 1, got {requested}.", param="max_tokens")
-    # vLLM clamps max_tokens to the room left in the context, and an unset one means "all of
-    # it". A prompt that leaves no room is refused by the engine after admission, as in vLLM.
-    room = max_model_len - prompt
-    if room >= 1:
-        max_tokens = room if requested is None else min(requested, room)
-    else:
-        max_tokens = requested or 1
-    n = 1 if typed.n is None else typed.n
-    if n < 1:
-        raise RequestError(f"n must be at least 1, got {n}.", param="n")
-    if n > MAX_N_SEQUENCES:
-        raise RequestError(f"n must be at most {MAX_N_SEQUENCES}, got {n}.", param="n")
     options = typed.stream_options
+    sampling = sampling_of(typed, chat=chat)
     return WorkRequest(
-        prompt_tokens=prompt,
-        max_tokens=max_tokens,
-        n=n,
+        prompts=prompts,
+        requested=requested,
+        n=sampling.n,
         priority=typed.priority,
         stream=bool(typed.stream),
         include_usage=bool(options is not None and options.include_usage),
         model=typed.model,
+        tokenized=tokenized,
+        requested_param=param,
+        sampling=sampling,
     )
+
+
+def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt, ...]:
+    """vLLM 0.33's checks between admission and the engine, in its order, and what each prompt
+    may generate; RequestError (400) for what they refuse.
+
+    The renderer refuses max_tokens above the context and a prompt longer than it
+    (`TokenizeParams`, vllm/renderers/params.py; a text prompt is tokenised up to one token
+    past the context, hence "at least"). max_tokens is then clamped to the room each prompt
+    leaves, an unset one being all of it (`get_max_tokens`,
+    vllm/entrypoints/serve/utils/api_utils.py), and SamplingParams checks the request with it
+    (sampling.py): a prompt that fills the context leaves 0, which it refuses.
+    """
+    requested = work.requested
+    if requested is not None and requested > max_model_len:
+        param = work.requested_param
+        raise RequestError(
+            validation_message(
+                f"{param}={requested} cannot be greater than max_model_len={max_model_len}. "
+                "Please request fewer output tokens.",
+                param,
+                requested,
+            ),
+            param=param,
+        )
+    for tokens in work.prompts:
+        read = min(tokens, max_model_len + 1) if work.tokenized else tokens
+        if read > max_model_len:
+            at_least = "at least " if read == max_model_len + 1 else ""
+            message = (
+                f"This model's maximum context length is {max_model_len} tokens. However, your "
+                f"prompt contains {at_least}{read} input tokens, which exceeds this limit even "
+                "without any output tokens. Please reduce the length of the input prompt."
+            )
+            raise RequestError(
+                validation_message(message, "input_tokens", read), param="input_tokens"
+            )
+    out = []
+    for tokens in work.prompts:
+        room = max_model_len - tokens
+        max_tokens = room if requested is None else min(requested, room)
+        try:
+            check_sampling(work.sampling, max_tokens)
+        except SamplingError as exc:
+            raise RequestError(exc.message, param=exc.param) from None
+        out.append(EnginePrompt(tokens, max_tokens))
+    return tuple(out)
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:

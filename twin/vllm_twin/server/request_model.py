@@ -8,6 +8,8 @@ checks the same fields with the same types, with pydantic too, so it refuses and
 vLLM does for them. Fields not listed here (tools, response formats, logit processors, ...) are
 accepted unchecked, as vLLM accepts unknown ones; of vLLM's cross-field validators only the
 logprobs one is reproduced (check_logprobs), not those of beam search or structured outputs.
+What vLLM's SamplingParams refuse later (a temperature of 3, an empty stop string) is
+sampling.py's.
 The parity tier compares these verdicts with vLLM's own models
 (tests/parity/test_vllm_requests.py).
 

@@ -9,7 +9,7 @@ from vllm_operator.sim.catalog import Catalog, load_catalog
 from vllm_operator.sim.engine import Engine
 from vllm_operator.sim.engine.profiles import ProfileError
 from vllm_twin.argv import TwinArgs, choose_model_profile
-from vllm_twin.server.routes import ServeOptions
+from vllm_twin.server.state import ServeOptions
 
 
 class TwinSetupError(Exception):

@@ -225,9 +225,8 @@ class Engine:
         known = self._active.get(req.request_id)
         if known is not None and any(r.status < FINISHED for r in known):
             raise InvalidRequestError(f"request id {req.request_id!r} is already in flight")
-        rejected = self._admission(req.n)
+        rejected = self.check_admission(req.n, now)
         if rejected is not None:
-            self._core.counters.rejections[rejected.reason] += 1
             return rejected
         mml = self._res.max_model_len
         if not 1 <= req.prompt_tokens < mml:
@@ -247,6 +246,16 @@ class Engine:
         core.fe_prefill += req.n * req.prompt_tokens
         self._active[req.request_id] = children
         return None
+
+    def check_admission(self, n: int, now: float) -> Rejected | None:
+        """vLLM's `AsyncLLM.check_admission` at `now`, a rejection counted: its serving layer runs
+        it before it renders a request's prompts (`_preflight`), and `add_request` again for each
+        prompt, which `submit` does."""
+        self._catch_up(now)
+        rejected = self._admission(n)
+        if rejected is not None:
+            self._core.counters.rejections[rejected.reason] += 1
+        return rejected
 
     def _admission(self, n: int) -> Rejected | None:
         # vllm/v1/engine/async_llm.py check_admission: the request limit is checked first (§5)
