@@ -66,6 +66,8 @@ COMBOS: list[dict[str, Any]] = [
     {"min_tokens": 20, "max_tokens": 10},
     {"min_tokens": 20, "max_completion_tokens": 10},
     {"echo": True, "logprobs": 2},
+    {"echo": True, "max_tokens": 0},
+    {"echo": True, "max_tokens": 0, "min_tokens": 2},
     {"prompt": [1] * 4096},
     {"prompt": [1] * 4000, "max_tokens": 200, "min_tokens": 100},
     {"prompt": ["a", "b"], "n": 2},

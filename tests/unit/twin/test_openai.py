@@ -70,6 +70,8 @@ def test_max_tokens_is_clamped_to_the_room_left_and_chat_defaults_to_all_of_it()
     chat = {"messages": [{"role": "user", "content": "w " * 30}]}
     assert prompts(chat, chat=True) == [(30, 70)]
     assert prompts({**chat, "max_completion_tokens": 5, "max_tokens": 9}, chat=True) == [(30, 5)]
+    # echo with max_tokens 0 is vLLM's "echo without generation": one token is generated
+    assert prompts({"prompt": "a b", "echo": True, "max_tokens": 0}) == [(2, 1)]
     # the prompts of a batch are clamped each
     assert prompts({"prompt": ["w " * 95, "w"], "max_tokens": 50}) == [(95, 5), (1, 50)]
 

@@ -73,6 +73,7 @@ class WorkRequest:
     tokenized: bool = True  # text (and chat), which vLLM's tokenizer reads; False: token ids
     requested_param: str = "max_tokens"
     sampling: Sampling = field(default_factory=Sampling)
+    echo_only: bool = False  # a completion's echo with max_tokens 0: vLLM generates one token
 
     @property
     def prompt_tokens(self) -> int:
@@ -181,6 +182,7 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
         tokenized=tokenized,
         requested_param=param,
         sampling=sampling,
+        echo_only=not chat and bool(getattr(typed, "echo", False)) and requested == 0,
     )
 
 
@@ -223,6 +225,8 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
     for tokens in work.prompts:
         room = max_model_len - tokens
         max_tokens = room if requested is None else min(requested, room)
+        if work.echo_only:  # `echo_without_generation` in vLLM's to_sampling_params
+            max_tokens = 1
         try:
             check_sampling(work.sampling, max_tokens)
         except SamplingError as exc:
