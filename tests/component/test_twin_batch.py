@@ -106,3 +106,48 @@ def test_a_batch_with_a_prompt_past_the_context_is_refused_before_any_runs() -> 
         assert sample(text, f"vllm:request_prompt_tokens_count{{{ME}}}") == 0
 
     asyncio.run(main())
+
+
+def test_continuous_usage_stats_put_running_usage_on_every_chunk() -> None:
+    async def main() -> None:
+        async with twin() as (s, base):
+            options = {"include_usage": True, "continuous_usage_stats": True}
+            body = {"prompt": ["a b", "c"], "max_tokens": 3, "stream": True}
+            async with s.post(
+                f"{base}/v1/completions", json={**body, "stream_options": options}
+            ) as r:
+                chunks = await read_sse(r)
+            chat = {
+                "messages": [{"role": "user", "content": "x y z"}],
+                "max_tokens": 2,
+                "stream": True,
+                "stream_options": options,
+            }
+            async with s.post(f"{base}/v1/chat/completions", json=chat) as r:
+                chat_chunks = await read_sse(r)
+            # continuous_usage_stats without include_usage: no usage at all, as in vLLM
+            lone = {**body, "stream_options": {"continuous_usage_stats": True}}
+            async with s.post(f"{base}/v1/completions", json=lone) as r:
+                plain = await read_sse(r)
+        prompt_of = {0: 2, 1: 1}
+        so_far: dict[int, int] = {0: 0, 1: 0}
+        for chunk in chunks[:-2]:
+            (choice,) = chunk["choices"]
+            i = choice["index"]
+            so_far[i] += len(choice["text"].split())
+            assert chunk["usage"] == {
+                "prompt_tokens": prompt_of[i],
+                "total_tokens": prompt_of[i] + so_far[i],
+                "completion_tokens": so_far[i],
+            }
+        assert chunks[-2]["usage"]["completion_tokens"] == 6
+        assert chat_chunks[0]["usage"] == {
+            "prompt_tokens": 3,
+            "total_tokens": 3,
+            "completion_tokens": 0,
+            "completion_tokens_details": None,
+        }
+        assert chat_chunks[-2]["usage"]["completion_tokens"] == 2
+        assert all("usage" not in c for c in plain[:-1])
+
+    asyncio.run(main())

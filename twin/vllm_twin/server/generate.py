@@ -240,18 +240,23 @@ async def _stream_events(
     reply: _Reply,
     interval: int,
 ) -> None:
-    n = reply.choices
+    n, work = reply.choices, reply.work
+    sent = dict.fromkeys(range(n), 0)  # tokens streamed per choice
 
     async def send(index: int, tokens: int, finish: str | None, first: bool = False) -> None:
         chunk = reply.envelope(stream=True)
         chunk["choices"] = [openai.chunk_choice(reply.chat, index, tokens, finish, first=first)]
+        sent[index] += tokens
+        if work.continuous_usage:  # each chunk: its prompt's tokens, its choice's so far
+            prompt = work.prompts[index // work.n]
+            chunk["usage"] = openai.running_usage(reply.chat, prompt, sent[index])
         await resp.write(openai.sse(chunk))
 
     if reply.chat:  # vLLM opens a chat stream with the assistant role before any token
         for index in range(n):
             await send(index, 0, None, first=True)
     pending = dict.fromkeys(range(n), 0)
-    sent = finished = 0
+    finished = 0
     while finished < n:
         done = _fold(await _next_batch(events), pending)
         if done is None:
@@ -261,12 +266,11 @@ async def _stream_events(
             # --stream-interval: tokens are held back until that many are ready, or the end
             if pending[index] >= interval or index in done:
                 await send(index, pending[index], done.get(index))
-                sent += pending[index]
                 pending[index] = 0
         finished += len(done)
     else:
-        if reply.work.include_usage:
+        if work.include_usage:
             chunk = reply.envelope(stream=True)
             chunk["choices"] = []
-            chunk["usage"] = openai.usage(reply.work.prompt_tokens, sent)
+            chunk["usage"] = openai.usage(work.prompt_tokens, sum(sent.values()))
             await resp.write(openai.sse(chunk))

@@ -74,6 +74,7 @@ class WorkRequest:
     requested_param: str = "max_tokens"
     sampling: Sampling = field(default_factory=Sampling)
     echo_only: bool = False  # a completion's echo with max_tokens 0: vLLM generates one token
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats (with include_usage)
 
     @property
     def prompt_tokens(self) -> int:
@@ -170,6 +171,9 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
     if 0 in prompts:
         raise RequestError("The decoder prompt cannot be empty", param="prompt")
     options = typed.stream_options
+    # should_include_usage (vllm/entrypoints/serve/utils/api_utils.py)
+    include_usage = bool(options is not None and options.include_usage)
+    continuous = include_usage and bool(options is not None and options.continuous_usage_stats)
     sampling = sampling_of(typed, chat=chat)
     return WorkRequest(
         prompts=prompts,
@@ -177,12 +181,13 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
         n=sampling.n,
         priority=typed.priority,
         stream=bool(typed.stream),
-        include_usage=bool(options is not None and options.include_usage),
+        include_usage=include_usage,
         model=typed.model,
         tokenized=tokenized,
         requested_param=param,
         sampling=sampling,
         echo_only=not chat and bool(getattr(typed, "echo", False)) and requested == 0,
+        continuous_usage=continuous,
     )
 
 
@@ -242,6 +247,19 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
         "completion_tokens": completion_tokens,
         "prompt_tokens_details": None,
     }
+
+
+def running_usage(chat: bool, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """The usage a streamed chunk carries with `continuous_usage_stats`: its prompt's tokens and
+    its choice's so far, as vLLM sets them (a chat's with `completion_tokens_details` null)."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
+    if chat:
+        usage["completion_tokens_details"] = None
+    return usage
 
 
 def choice(chat: bool, index: int, tokens: int, finish_reason: str | None) -> dict[str, Any]:
