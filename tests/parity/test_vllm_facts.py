@@ -24,7 +24,7 @@ from tests.parity.gen_options import (
     run_probe,
 )
 from vllm_operator.api import flags as owned_flags
-from vllm_operator.vllm import dtypes
+from vllm_operator.vllm import dtypes, env
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.numbers import FlagValueError
 from vllm_operator.vllm.options import load_option_table, resolve_token
@@ -152,3 +152,10 @@ def test_dtype_lists_and_the_kv_dtype_check_are_vllms(vllm_python: str) -> None:
         except ValueError as exc:
             ours = str(exc)
         assert (case, ours) == (case, theirs["error"])
+
+
+def test_the_long_context_variable_reads_as_vllm_reads_it(vllm_python: str) -> None:
+    values = ["1", "true", " True ", "TRUE", "0", "false", "yes", "on", "", "2", "1 "]
+    cases = [{"name": env.ALLOW_LONG_MAX_MODEL_LEN, "value": v} for v in values]
+    answer = _probe(vllm_python, "--env-flags", cases)
+    assert [env.env_flag(v) for v in values] == answer["results"]

@@ -492,6 +492,20 @@ def dtype_rules(cases: list[dict[str, str]]) -> dict[str, Any]:
     }
 
 
+def env_flags(cases: list[dict[str, str]]) -> dict[str, Any]:
+    """What vllm.envs reads each case's `name` as when the environment holds `value`."""
+    import os
+
+    import vllm.envs as envs
+
+    results = []
+    for case in cases:
+        os.environ[case["name"]] = case["value"]
+        results.append(getattr(envs, case["name"]))
+        del os.environ[case["name"]]
+    return {"vllm": vllm.__version__, "results": results}
+
+
 def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """What vLLM's request models (completions, chat) say to each body: accepted, or why not;
     and for an accepted one, what its SamplingParams say, built as the serving layer builds
@@ -527,6 +541,10 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     if sys.argv[1:] == ["--requests"]:
         json.dump(request_verdicts(json.load(sys.stdin)), _ANSWER)
+        _ANSWER.write("\n")
+        return 0
+    if sys.argv[1:] == ["--env-flags"]:
+        json.dump(env_flags(json.load(sys.stdin)), _ANSWER)
         _ANSWER.write("\n")
         return 0
     if sys.argv[1:] == ["--dtypes"]:

@@ -21,7 +21,9 @@ from vllm_operator.render import (
 
 @pytest.mark.parametrize(("count", "shm"), [(1, "2Gi"), (2, "4Gi"), (4, "8Gi"), (8, "16Gi")])
 def test_shared_memory_scales_with_gpus(count: int, shm: str) -> None:
-    pod = _pod(_svc({"spec": {"gpu": {"type": "H100-80GB", "count": count}}}))
+    # a model whose 32 attention heads every count divides (vLLM's start-up rule)
+    gpu = {"type": "H100-80GB", "count": count}
+    pod = _pod(_svc({"spec": {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": gpu}}))
     assert pod["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}}
     (container,) = pod["containers"]
     amounts = {"cpu": str(8 * count), "memory": f"{64 * count}Gi", "nvidia.com/gpu": str(count)}

@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from vllm_operator.sim.engine.config import EngineConfig
 from vllm_operator.vllm import flags as vf
+from vllm_operator.vllm.env import ALLOW_LONG_MAX_MODEL_LEN, env_flag
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
 from vllm_operator.vllm.options import Option, load_option_table, resolve_token
 from vllm_operator.vllm.values import VALUE_TYPES, value_parser
@@ -301,7 +302,11 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         served_model_names=names,
         host=ns.host,
         port=ns.port,
-        engine=engine_config_from(ns, served_model_name=names[0]),
+        engine=engine_config_from(
+            ns,
+            served_model_name=names[0],
+            allow_long_max_model_len=env_flag(env.get(ALLOW_LONG_MAX_MODEL_LEN)),
+        ),
         disable_log_stats=ns.disable_log_stats,
         stream_interval=ns.stream_interval,
         unmodelled=unmodelled,

@@ -20,7 +20,7 @@ from vllm_operator.render.args import (
 from vllm_operator.render.deployment import build_deployment_values
 from vllm_operator.render.errors import PolicyError
 from vllm_operator.render.hardware import check_hardware_defaults
-from vllm_operator.render.model_dtype import check_model_dtype
+from vllm_operator.render.model_start import check_model_start
 from vllm_operator.render.monitoring import MONITORING_API_VERSION, build_monitor_values
 from vllm_operator.render.networkpolicy import (
     NETWORKING_API_VERSION,
@@ -85,7 +85,7 @@ def render_all(
     placement = compute_gpu_placement(spec.gpu, cfg.gpu_catalog)
     check_hardware_defaults(spec, cfg.gpu_catalog)
     args = build_args(spec)
-    check_model_dtype(spec, packaged_catalog())
+    check_model_start(spec, packaged_catalog())
     templates = cfg.template_dir
     deployment = build_deployment_values(svc, spec, cfg, args, placement)
     manifests = [

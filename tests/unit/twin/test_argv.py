@@ -19,6 +19,7 @@ from vllm_twin.argv import (
     normalize_argv,
     parse_vllm_argv,
 )
+from vllm_twin.server.setup import build_engine
 
 CATALOG = load_catalog(None)
 DEFAULT_ENGINE = EngineConfig(
@@ -374,3 +375,20 @@ def test_choose_model_profile_names_the_way_out() -> None:
 def test_time_scale_flag_must_be_finite() -> None:
     with pytest.raises(ArgvError, match="time-scale: must be a finite number"):
         parse("m", "--time-scale", "inf")
+
+
+@pytest.mark.parametrize(
+    ("value", "allowed"), [("1", True), (" True ", True), ("0", False), ("yes", False)]
+)
+def test_a_long_max_model_len_starts_where_vllms_env_allows_it(value: str, allowed: bool) -> None:
+    """vLLM refuses --max-model-len past the model's context unless VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    is 1 or true (vllm/envs.py); the twin reads the same variable the same way."""
+    args = parse_vllm_argv(
+        ["Qwen/Qwen2.5-0.5B-Instruct", "--max-model-len", "65536"],
+        {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": value},
+    )
+    if allowed:
+        build_engine(args)
+        return
+    with pytest.raises(ValueError, match="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"):
+        build_engine(args)

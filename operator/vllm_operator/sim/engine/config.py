@@ -43,6 +43,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"  # --dtype: what the model runs in (vllm_operator.vllm.dtypes)
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN (vllm.env)
     block_size: int = 16
     watermark: float = 0.0
     scheduler_reserve_full_isl: bool = True
@@ -126,7 +127,8 @@ def _check_ranges(cfg: EngineConfig) -> None:
 
 
 def _check_model_len(cfg: EngineConfig, model: ModelProfile) -> None:
-    if cfg.max_model_len is not None and cfg.max_model_len > model.max_model_len:
+    too_long = cfg.max_model_len is not None and cfg.max_model_len > model.max_model_len
+    if too_long and not cfg.allow_long_max_model_len:  # vLLM warns and uses it then
         raise ValueError(
             f"User-specified max_model_len ({cfg.max_model_len}) is greater than the derived "
             f"max_model_len (max_position_embeddings={model.max_model_len} or "

@@ -1,5 +1,6 @@
-"""The renderer refuses a model dtype or KV-cache dtype exactly where vLLM's start-up would, as far
-as the engine profiles let it know; the twin (which models vLLM's start-up) is the cross-check."""
+"""The renderer refuses what vLLM's start-up refuses against the model (dtypes, context length,
+attention heads) exactly where it would, as far as the engine profiles let it know; the twin
+(which models vLLM's start-up) is the cross-check."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.unit.render_support import CFG, svc
 from vllm_operator.api.v1alpha1 import VLLMServiceSpec
 from vllm_operator.render import render_all
 from vllm_operator.render.errors import RenderError
-from vllm_operator.render.model_dtype import check_model_dtype
+from vllm_operator.render.model_start import check_model_start
 from vllm_operator.sim.catalog import packaged_catalog
 from vllm_operator.sim.engine.config import EngineConfig, resolve_config
 from vllm_operator.vllm import dtypes
@@ -28,14 +29,16 @@ def spec(
     gpu: str = "L4",
     fallbacks: tuple[str, ...] = (),
     model: str = BF16_MODEL,
+    count: int = 1,
+    **engine_fields: Any,
 ) -> VLLMServiceSpec:
-    engine: dict[str, Any] = {"extraArgs": list(extra)}
+    engine: dict[str, Any] = {"extraArgs": list(extra), **engine_fields}
     if kv is not None:
         engine["kvCacheDtype"] = kv
     return VLLMServiceSpec.model_validate(
         {
             "model": model,
-            "gpu": {"type": gpu, "fallbackTypes": list(fallbacks)},
+            "gpu": {"type": gpu, "fallbackTypes": list(fallbacks), "count": count},
             "engine": engine,
         }
     )
@@ -43,7 +46,7 @@ def spec(
 
 def refusal(s: VLLMServiceSpec) -> RenderError | None:
     try:
-        check_model_dtype(s, PROFILES)
+        check_model_start(s, PROFILES)
     except RenderError as exc:
         return exc
     return None
@@ -137,4 +140,92 @@ def test_refuses_exactly_where_the_twin_would_not_start(
         twin = str(exc)
     if twin is not None and "not modelled" in twin:
         return  # float32: vLLM runs it, the twin's step times are 16-bit ones
+    assert (ours is None) == (twin is None), (ours, twin)
+
+
+CONTEXT = PROFILES.model(BF16_MODEL).max_model_len
+
+
+@pytest.mark.parametrize(
+    ("s", "field", "words"),
+    [
+        (spec(maxModelLen=CONTEXT + 1), "spec.engine.maxModelLen", f"context length ({CONTEXT}"),
+        (
+            spec(
+                maxModelLen=CONTEXT * 2,
+                env=[{"name": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "value": "0"}],
+            ),
+            "spec.engine.maxModelLen",
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        ),
+        # Llama 3.2 3B has 24 attention heads: 16 GPUs in one pod do not divide them
+        (spec(gpu="H100-80GB", count=16), "spec.gpu.count", "does not divide"),
+        (spec(gpu="H100-80GB", count=5), "spec.gpu.count", "use one of 1, 2, 3, 4, 6, 8"),
+        (
+            spec(gpu="H100-80GB", count=10, tensorParallelSize=5, pipelineParallelSize=2),
+            "spec.engine.tensorParallelSize",
+            "tensor parallel size 5",
+        ),
+    ],
+)
+def test_context_and_heads_refused_like_vllm(s: VLLMServiceSpec, field: str, words: str) -> None:
+    found = refusal(s)
+    assert found is not None and found.field == field and words in str(found), found
+
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        spec(maxModelLen=CONTEXT),
+        spec(
+            maxModelLen=CONTEXT + 1, env=[{"name": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "value": "1"}]
+        ),
+        spec(
+            maxModelLen=CONTEXT + 1,
+            env=[{"name": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "value": " True "}],
+        ),
+        spec(
+            maxModelLen=CONTEXT + 1,
+            env=[
+                {
+                    "name": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+                    "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}},
+                }
+            ],
+        ),
+        spec(maxModelLen=10**7, model="org/no-profile"),
+        spec(
+            maxModelLen=CONTEXT + 1, extra=("--hf-overrides", '{"max_position_embeddings": 262144}')
+        ),
+        spec(gpu="H100-80GB", count=8),
+        spec(gpu="H100-80GB", count=3),
+        spec(gpu="H100-80GB", count=16, model="org/no-profile"),
+    ],
+)
+def test_context_and_heads_accepted_where_vllm_starts_or_nothing_is_known(
+    s: VLLMServiceSpec,
+) -> None:
+    assert refusal(s) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tp=st.integers(1, 16),
+    extra_len=st.integers(-2, 2),
+    model=st.sampled_from(MODELS),
+)
+def test_heads_and_context_refused_exactly_where_the_twin_would_not_start(
+    tp: int, extra_len: int, model: str
+) -> None:
+    profile = PROFILES.model(model)
+    length = profile.max_model_len + extra_len
+    ours = refusal(spec(gpu="H100-80GB", count=tp, model=model, maxModelLen=length))
+    cfg = EngineConfig(max_model_len=length, tensor_parallel_size=tp)
+    try:
+        resolve_config(cfg, PROFILES.gpu("H100-80GB"), profile, PROFILES.coefficients)
+        twin = None
+    except ValueError as exc:
+        twin = str(exc)
+    if twin is not None and not ("heads" in twin or "max_model_len" in twin):
+        return  # the twin's own limits (memory for the context): not start-up rules of vLLM's
     assert (ours is None) == (twin is None), (ours, twin)
