@@ -168,8 +168,6 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
         prompts = count_prompts(typed.prompt or "")
         tokenized = isinstance(typed.prompt, str) or isinstance((typed.prompt or [0])[0], str)
         requested = typed.max_tokens
-    if 0 in prompts:
-        raise RequestError("The decoder prompt cannot be empty", param="prompt")
     options = typed.stream_options
     # should_include_usage (vllm/entrypoints/serve/utils/api_utils.py)
     include_usage = bool(options is not None and options.include_usage)
@@ -200,7 +198,8 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
     past the context, hence "at least"). max_tokens is then clamped to the room each prompt
     leaves, an unset one being all of it (`get_max_tokens`,
     vllm/entrypoints/serve/utils/api_utils.py), and SamplingParams checks the request with it
-    (sampling.py): a prompt that fills the context leaves 0, which it refuses.
+    (sampling.py): a prompt that fills the context leaves 0, which it refuses. Last, an empty
+    prompt (`[]`, or `""` in a batch: the twin's tokens are words, with no special tokens).
     """
     requested = work.requested
     if requested is not None and requested > max_model_len:
@@ -237,6 +236,8 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
         except SamplingError as exc:
             raise RequestError(exc.message, param=exc.param) from None
         out.append(EnginePrompt(tokens, max_tokens))
+    if 0 in work.prompts:  # vLLM's input processor, as each prompt goes in
+        raise RequestError("The decoder prompt cannot be empty")
     return tuple(out)
 
 
