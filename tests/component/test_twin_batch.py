@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.component.test_twin_http import BUSY, ME, MODEL, read_sse, sample, scrape, twin
 
 
@@ -149,5 +152,58 @@ def test_continuous_usage_stats_put_running_usage_on_every_chunk() -> None:
         }
         assert chat_chunks[-2]["usage"]["completion_tokens"] == 2
         assert all("usage" not in c for c in plain[:-1])
+
+    asyncio.run(main())
+
+
+BODY_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 5),
+    st.sampled_from([0.0, 0.5, 2.5, -1.0, 1e-6, "x", "", [], {}, ["a", ""], [[]], [[1, 2]]]),
+    st.lists(st.sampled_from(["a b", "c", ""]), min_size=1, max_size=3),
+)
+BODY_FIELDS = ("prompt", "max_tokens", "n", "temperature", "top_p", "top_k", "min_tokens", "stop",
+               "stream", "echo", "presence_penalty", "logit_bias", "stream_options")  # fmt: skip
+
+
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.dictionaries(st.sampled_from(BODY_FIELDS), BODY_VALUES, max_size=4),
+        ),
+        min_size=25,
+        max_size=25,
+    )
+)
+def test_any_body_gets_a_served_answer_or_vllms_error_shape(
+    bodies: list[tuple[bool, dict[str, Any]]],
+) -> None:
+    """Over HTTP, whatever the body: 200, or 400/503 in vLLM's error JSON (or an error event on
+    a started stream), never a 500, and nothing left running in the engine."""
+
+    async def main() -> None:
+        async with twin("--max-model-len", "64", "--max-num-queued-reqs", "3") as (s, base):
+            for chat, fields in bodies:
+                first = (
+                    {"messages": [{"role": "user", "content": "a"}]} if chat else {"prompt": "a"}
+                )
+                route = "chat/completions" if chat else "completions"
+                async with s.post(f"{base}/v1/{route}", json={**first, **fields}) as r:
+                    assert r.status in (200, 400, 503), (r.status, fields)
+                    if r.status != 200:
+                        error = (await r.json())["error"]
+                        assert set(error) == {"message", "type", "param", "code"}
+                        assert error["code"] == r.status and "\n" not in error["message"]
+                    elif r.content_type == "text/event-stream":
+                        events = await read_sse(r)
+                        assert events[-1] == "[DONE]"
+                    else:
+                        assert (await r.json())["choices"]
+            text = await scrape(s, base)
+        assert sample(text, f"vllm:num_requests_running{{{ME}}}") == 0
+        assert sample(text, f"vllm:num_requests_waiting{{{ME}}}") == 0
 
     asyncio.run(main())
