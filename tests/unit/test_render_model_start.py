@@ -229,3 +229,73 @@ def test_heads_and_context_refused_exactly_where_the_twin_would_not_start(
     if twin is not None and not ("heads" in twin or "max_model_len" in twin):
         return  # the twin's own limits (memory for the context): not start-up rules of vLLM's
     assert (ours is None) == (twin is None), (ours, twin)
+
+
+SEVENTY_B = "meta-llama/Llama-3.1-70B-Instruct"  # 131 GiB of weights
+
+
+@pytest.mark.parametrize(
+    ("s", "field"),
+    [
+        (spec(gpu="L4", model=SEVENTY_B), "spec.gpu.count"),
+        (spec(gpu="H100-80GB", count=1, model=SEVENTY_B), "spec.gpu.count"),
+        # fine on the primary type, not on a fallback
+        (spec(gpu="H100-80GB", count=2, fallbacks=("L40S",), model=SEVENTY_B), "spec.gpu.count"),
+        (
+            spec(gpu="A100-40GB", model="Qwen/Qwen3-14B", gpuMemoryUtilization=0.5),
+            "spec.engine.gpuMemoryUtilization",
+        ),
+        # --kv-cache-memory-bytes skips the profile, not the GPU's size
+        (
+            spec(gpu="T4", model="Qwen/Qwen3-14B", extra=("--kv-cache-memory-bytes", "1G")),
+            "spec.gpu.count",
+        ),
+    ],
+)
+def test_weights_past_what_vllm_may_use_are_refused(s: VLLMServiceSpec, field: str) -> None:
+    found = refusal(s)
+    assert found is not None and found.field == field, found
+    assert "so it cannot start" in str(found)
+
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        spec(gpu="H100-80GB", count=2, model=SEVENTY_B),
+        spec(
+            gpu="H100-80GB", count=4, model=SEVENTY_B, pipelineParallelSize=2, tensorParallelSize=2
+        ),
+        spec(gpu="L4", model=SEVENTY_B, extra=("--cpu-offload-gb", "120")),
+        spec(gpu="L4", model=SEVENTY_B, extra=("--quantization", "fp8")),
+        spec(gpu="A100-40GB", model="Qwen/Qwen3-14B"),
+        spec(gpu="RTX-6000-Ada-custom", model=SEVENTY_B),
+    ],
+)
+def test_weights_that_fit_or_cannot_be_known_are_accepted(s: VLLMServiceSpec) -> None:
+    assert refusal(s) is None
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    gpu=st.sampled_from(sorted(PROFILES.gpus)),
+    model=st.sampled_from(sorted({m.aliases[0] for m in PROFILES.models.values() if m.aliases})),
+    count=st.sampled_from([1, 2, 4, 8]),
+    utilization=st.sampled_from([None, 0.3, 0.6, 0.92, 1.0]),
+)
+def test_a_weights_refusal_is_one_the_twin_makes_too(
+    gpu: str, model: str, count: int, utilization: float | None
+) -> None:
+    """The renderer counts only the weights, so where it refuses, the twin's fuller memory model
+    (weights, activations, the rest) refuses too; the twin may refuse more, nearer the line."""
+    fields: dict[str, Any] = {} if utilization is None else {"gpuMemoryUtilization": utilization}
+    s = spec(gpu=gpu, count=count, model=model, maxModelLen=1024, **fields)
+    ours = refusal(s)
+    if ours is None or "weights" not in str(ours):
+        return
+    cfg = EngineConfig(
+        max_model_len=1024,
+        tensor_parallel_size=count,
+        gpu_memory_utilization=0.92 if utilization is None else utilization,
+    )
+    with pytest.raises(ValueError):
+        resolve_config(cfg, PROFILES.gpu(gpu), PROFILES.model(model), PROFILES.coefficients)

@@ -18,10 +18,18 @@ overrides), is checked only against an explicit `--dtype`.
   vllm/envs.py).
 - Heads: the tensor parallel size must divide the attention heads
   (`ModelConfig.verify_with_parallel_config`).
+- Weights: a GPU's share of the weights (over tensor and pipeline parallel ranks) above what
+  vLLM may use of it (`--gpu-memory-utilization` of its memory, or all of it where
+  `--kv-cache-memory-bytes` replaces the profile) cannot leave room for the KV cache ("No
+  available memory for the cache blocks") or does not load at all. Only the weights are counted:
+  activations, CUDA graphs and the rest only add to them, so the refusal is certain; the twin's
+  memory model (sim/engine/memory.py) refuses more, nearer the line. Offloading or quantizing
+  weights (extraArgs) switches this check off.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from vllm_operator.api import flags
@@ -29,14 +37,32 @@ from vllm_operator.api.spec import EngineSpec, VLLMServiceSpec
 from vllm_operator.render.args import compute_parallel_sizes
 from vllm_operator.render.errors import RenderError
 from vllm_operator.sim.catalog import Catalog
-from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile
+from vllm_operator.sim.engine.profiles import GIB, GpuProfile, ModelProfile
 from vllm_operator.vllm import dtypes
+from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.env import ALLOW_LONG_MAX_MODEL_LEN, env_flag
 from vllm_operator.vllm.values import Given, given_values
 
 # extraArgs dests after which the checkpoint's config.json may not say what the model is
 _CHECKPOINT_CHANGERS: Final = frozenset(
     {"quantization", "hf_overrides", "hf_config_path", "revision", "code_revision", "config_format"}
+)
+
+
+# extraArgs dests that change what a GPU holds of the weights
+_WEIGHT_CHANGERS: Final = frozenset(
+    {
+        "quantization",
+        "quantization_config",
+        "load_format",
+        "cpu_offload_gb",
+        "cpu_offload_params",
+        "offload_backend",
+        "offload_group_size",
+        "offload_num_in_group",
+        "offload_params",
+        "offload_prefetch_step",
+    }
 )
 
 
@@ -50,7 +76,47 @@ def check_model_start(spec: VLLMServiceSpec, profiles: Catalog) -> None:
     if model is not None:
         _check_context(spec, engine, model)
         _check_heads(spec, model)
+        if not _WEIGHT_CHANGERS & given.keys():
+            _check_weights(spec, engine, "kv_cache_memory_bytes" in given, model, profiles)
     _check_dtypes(spec, engine, given, model, profiles)
+
+
+def _check_weights(
+    spec: VLLMServiceSpec,
+    engine: EngineSpec,
+    kv_bytes_given: bool,
+    model: ModelProfile,
+    profiles: Catalog,
+) -> None:
+    tp, pp = compute_parallel_sizes(spec)
+    share = model.weight_bytes / (tp * pp)
+    utilization = engine.gpu_memory_utilization
+    if utilization is None:
+        utilization = float(str(vf.GPU_MEMORY_UTILIZATION.default))
+    for gpu_type in (spec.gpu.type, *spec.gpu.fallback_types):
+        gpu = profiles.gpus.get(gpu_type)
+        if gpu is None:
+            continue
+        usable = gpu.memory_bytes * (1.0 if kv_bytes_given else utilization)
+        if share <= usable:
+            continue
+        limit = "all" if kv_bytes_given else f"{utilization:g} of"
+        what = (
+            f"{spec.model}'s weights take {share / GIB:.1f} GiB per GPU ({tp * pp} per replica), "
+            f"more than vLLM 0.33 may use of one {gpu_type} ({limit} {gpu.memory_gib:g} GiB), "
+            "so it cannot start"
+        )
+        if share < gpu.memory_bytes and not kv_bytes_given:
+            least = math.ceil(share / gpu.memory_bytes * 100) / 100
+            raise RenderError(
+                "spec.engine.gpuMemoryUtilization",
+                f"{what}; raise gpuMemoryUtilization above {least:g} (the KV cache needs room "
+                "too) or use more GPUs per replica",
+            )
+        raise RenderError(
+            "spec.gpu.count",
+            f"{what}; use more GPUs per replica, a GPU type with more memory, or quantized weights",
+        )
 
 
 def _check_context(spec: VLLMServiceSpec, engine: EngineSpec, model: ModelProfile) -> None:
