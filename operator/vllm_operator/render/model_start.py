@@ -92,7 +92,7 @@ def _check_weights(
     share = model.weight_bytes / (tp * pp)
     utilization = engine.gpu_memory_utilization
     if utilization is None:
-        utilization = float(str(vf.GPU_MEMORY_UTILIZATION.default))
+        utilization = vf.DEFAULT_GPU_MEMORY_UTILIZATION
     for gpu_type in (spec.gpu.type, *spec.gpu.fallback_types):
         gpu = profiles.gpus.get(gpu_type)
         if gpu is None:

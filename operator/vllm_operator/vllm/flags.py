@@ -103,8 +103,12 @@ PIPELINE_PARALLEL_SIZE: Final = _f("--pipeline-parallel-size", Kind.INT, 1, alia
 DATA_PARALLEL_SIZE: Final = _f("--data-parallel-size", Kind.INT, 1, aliases=("-dp",))
 API_SERVER_COUNT: Final = _f("--api-server-count", Kind.INT, aliases=("-asc",))
 MAX_MODEL_LEN: Final = _f("--max-model-len", Kind.HUMAN_INT_OR_AUTO)
+DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92  # 0.9 up to vLLM 0.19
 GPU_MEMORY_UTILIZATION: Final = _f(
-    "--gpu-memory-utilization", Kind.FLOAT, 0.92, aliases=("--device-memory-utilization",)
+    "--gpu-memory-utilization",
+    Kind.FLOAT,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    aliases=("--device-memory-utilization",),
 )
 KV_CACHE_DTYPE: Final = _f("--kv-cache-dtype", Kind.STR, "auto")
 ENABLE_CHUNKED_PREFILL: Final = _bool("--enable-chunked-prefill", None)

@@ -37,7 +37,7 @@ class EngineConfig:
     enable_chunked_prefill: bool | None = None
     enable_prefix_caching: bool | None = None
     scheduling_policy: str = "fcfs"
-    gpu_memory_utilization: float = 0.92
+    gpu_memory_utilization: float = flags.DEFAULT_GPU_MEMORY_UTILIZATION
     long_prefill_token_threshold: int = 0
     async_scheduling: bool | None = None
     tensor_parallel_size: int = 1
