@@ -203,7 +203,13 @@ def test_unknown_gpu_type_is_degraded(
 def test_pods_no_node_fits_are_degraded(
     cluster: Cluster, namespace: str, operator_here: OperatorRun, kstatus_bin: str
 ) -> None:
-    obj = example("minimal.yaml", namespace, gpu={"type": "L4", "count": 8})  # L4 nodes have 4
+    # L4 nodes have 4 GPUs; a model whose 32 attention heads 8 divides (vLLM's start-up rule)
+    obj = example(
+        "minimal.yaml",
+        namespace,
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpu={"type": "L4", "count": 8},
+    )
     versions = versions_until(
         cluster, create(cluster, obj), lambda o: is_true(o, "Degraded"), operator_here
     )

@@ -176,6 +176,8 @@ def test_no_node_fits_is_reported(
     obj = load_example("minimal.yaml", namespace)
     obj["spec"]["gpu"]["count"] = 8
     obj["spec"]["gpu"]["type"] = "L4"  # L4 nodes have 4 GPUs each
+    # a model whose 32 attention heads 8 GPUs divide, or vLLM (and the renderer) refuses it
+    obj["spec"]["model"] = "meta-llama/Llama-3.1-8B-Instruct"
     name = obj["metadata"]["name"]
     apply(cluster, obj)
 
