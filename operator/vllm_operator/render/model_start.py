@@ -196,7 +196,7 @@ def _check_kv(cache: str | None, runs_in: str, gpu_type: str, flag: Given | None
             if flag is None
             else f"--dtype in {flags.extra_arg_field(flag.index)}"
         )
-        allowed = f"auto or {runs_in}" if runs_in in ("float16", "bfloat16") else "auto"
+        allowed = f"auto or {runs_in}" if runs_in in dtypes.HALF_DTYPES else "auto"
         raise RenderError(
             "spec.engine.kvCacheDtype",
             f"{cache} is not the dtype the model runs in on {gpu_type} ({runs_in}, from "

@@ -50,7 +50,9 @@ KvCacheDtype = Literal[
     "nvfp4_4over6",
 ]
 KV_CACHE_DTYPES: Final[tuple[str, ...]] = get_args(KvCacheDtype)
-_FLOAT_KV: Final = ("float16", "bfloat16")
+# the 16-bit float dtypes: an explicit KV-cache dtype of one must be the model's; what the
+# engine model's step times and profiles are measured in
+HALF_DTYPES: Final = ("bfloat16", "float16")
 
 
 def bf16_supported(capability: str | None) -> bool:
@@ -83,9 +85,9 @@ def check_kv_cache_dtype(cache_dtype: str, model_dtype: str) -> None:
         raise ValueError(
             f"Invalid kv_cache_dtype: {cache_dtype!r}. Valid values are: {list(KV_CACHE_DTYPES)}"
         )
-    if cache_dtype not in _FLOAT_KV or cache_dtype == model_dtype:
+    if cache_dtype not in HALF_DTYPES or cache_dtype == model_dtype:
         return
-    allowed = f"`auto` or `{model_dtype}`" if model_dtype in _FLOAT_KV else "`auto`"
+    allowed = f"`auto` or `{model_dtype}`" if model_dtype in HALF_DTYPES else "`auto`"
     raise ValueError(
         f'kv_cache_dtype="{cache_dtype}" is incompatible with dtype="{model_dtype}". '
         f"Please set `--kv-cache-dtype` to {allowed}."

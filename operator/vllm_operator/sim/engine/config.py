@@ -20,7 +20,7 @@ from vllm_operator.vllm.defaults import BatchDefaults, batch_defaults
 from vllm_operator.vllm.rules import check_limits, resolve_batch_limits
 
 POLICIES = flags.SCHEDULING_POLICY.choices
-MODELLED_DTYPES = ("bfloat16", "float16")
+MODELLED_DTYPES = dtypes.HALF_DTYPES  # the profiles' step times are 16-bit ones
 PERFORMANCE_MODES = flags.PERFORMANCE_MODE.choices
 
 

@@ -15,10 +15,11 @@ import math
 from dataclasses import dataclass
 
 from vllm_operator.sim.engine.profiles import GIB, GpuProfile, ModelProfile, StepCoefficients
+from vllm_operator.vllm.dtypes import HALF_DTYPES
 
 # dtype name -> bytes per element; "auto"/bf16/fp16 follow the model's dtype
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-MODEL_DTYPE_NAMES = ("auto", "bfloat16", "float16")
+MODEL_DTYPE_NAMES = ("auto", *HALF_DTYPES)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
+from vllm_operator.vllm.dtypes import HALF_DTYPES
+
 GIB = 1024**3
 
 
@@ -162,7 +164,7 @@ def _positive(kind: str, name: str, obj: object, names: tuple[str, ...]) -> None
             raise ProfileError(f"{kind} {name!r}: {field_name} must be a positive number")
 
 
-_DTYPE_BYTES = {"bfloat16": 2, "float16": 2}  # 16-bit checkpoints: what the step times are
+_DTYPE_BYTES = dict.fromkeys(HALF_DTYPES, 2)  # 16-bit checkpoints: what the step times are
 _CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")
 
 
