@@ -65,6 +65,11 @@ class GPUSpec(SpecModel):
         ),
     )
 
+    @property
+    def acceptable_types(self) -> tuple[str, ...]:
+        """spec.gpu.type, then the fallback types: most preferred first, each once."""
+        return tuple(dict.fromkeys((self.type, *self.fallback_types)))
+
 
 class Budgets(SpecModel):
     queue: QueueBudgets | None = Field(

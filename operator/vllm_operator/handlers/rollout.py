@@ -70,8 +70,7 @@ def observe_spare_pods(deps: Deps, svc: VLLMService, logger: logging.Logger | An
     """How many pods of spec.gpu.count GPUs the unrequested GPUs of the spec's types place;
     None when the nodes or pods cannot be read (RBAC of an older chart)."""
     catalog = deps.cfg.gpu_catalog
-    names = (svc.spec.gpu.type, *svc.spec.gpu.fallback_types)
-    types = [t for t in (catalog.get(n) for n in names) if t is not None]
+    types = [t for t in (catalog.get(n) for n in svc.spec.gpu.acceptable_types) if t is not None]
     try:
         nodes = deps.kube.list("v1", "Node", None)
         pods = deps.kube.list("v1", "Pod", None)

@@ -32,7 +32,7 @@ def check_hardware_defaults(spec: VLLMServiceSpec, catalog: GPUCatalog) -> None:
     engine = spec.engine
     chunked = engine.enable_chunked_prefill is not False if engine else True
     model_len = engine.max_model_len if engine else None
-    for gpu_type in (spec.gpu.type, *spec.gpu.fallback_types):
+    for gpu_type in spec.gpu.acceptable_types:
         entry = catalog.get(gpu_type)
         if entry is None:
             continue  # placement reports unknown types

@@ -93,7 +93,7 @@ def _check_weights(
     utilization = engine.gpu_memory_utilization
     if utilization is None:
         utilization = vf.DEFAULT_GPU_MEMORY_UTILIZATION
-    for gpu_type in (spec.gpu.type, *spec.gpu.fallback_types):
+    for gpu_type in spec.gpu.acceptable_types:
         gpu = profiles.gpus.get(gpu_type)
         if gpu is None:
             continue
@@ -164,7 +164,7 @@ def _check_dtypes(
         flag = None
     if flag is None and model is None:
         return  # `auto`, on a checkpoint dtype not known here
-    for gpu_type in (spec.gpu.type, *spec.gpu.fallback_types):
+    for gpu_type in spec.gpu.acceptable_types:
         gpu = profiles.gpus.get(gpu_type)
         if flag is None and gpu is None:
             continue  # `auto` depends on the GPU's compute capability

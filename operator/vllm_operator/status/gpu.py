@@ -15,11 +15,6 @@ from vllm_operator.api.spec import GPUSpec
 from vllm_operator.catalog import GPUCatalog
 
 
-def candidate_types(gpu: GPUSpec) -> list[str]:
-    """The acceptable types, most preferred first."""
-    return [gpu.type, *(t for t in gpu.fallback_types if t != gpu.type)]
-
-
 def bound_nodes(pods: list[dict[str, Any]]) -> list[str]:
     """Names of the nodes the pods are bound to, each once, sorted."""
     return sorted({str(p["spec"]["nodeName"]) for p in pods if p.get("spec", {}).get("nodeName")})
@@ -41,7 +36,7 @@ def summarize_gpu(
     if entry is None:
         return {"unknown": True}
     out: dict[str, Any] = {"resourceName": entry.resource_name, "unknown": False}
-    names = candidate_types(gpu)
+    names = list(gpu.acceptable_types)
     if len(names) == 1:
         out["resolvedType"] = gpu.type
         return out
