@@ -33,7 +33,6 @@ def test_completion_defaults() -> None:
     assert work({"prompt": "a b  c\nd"}) == WorkRequest(
         prompts=(4,),
         requested=16,
-        n=1,
         priority=0,
         stream=False,
         include_usage=False,

@@ -65,7 +65,6 @@ class WorkRequest:
 
     prompts: tuple[int, ...]  # each prompt's tokens: a completions batch has several
     requested: int | None  # max_tokens (or chat's max_completion_tokens) as given
-    n: int
     priority: int
     stream: bool
     include_usage: bool
@@ -75,6 +74,11 @@ class WorkRequest:
     sampling: Sampling = field(default_factory=Sampling)
     echo_only: bool = False  # a completion's echo with max_tokens 0: vLLM generates one token
     continuous_usage: bool = False  # stream_options.continuous_usage_stats (with include_usage)
+
+    @property
+    def n(self) -> int:
+        """Choices per prompt, as sampling reads them (checked after admission)."""
+        return self.sampling.n
 
     @property
     def prompt_tokens(self) -> int:
@@ -176,7 +180,6 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
     return WorkRequest(
         prompts=prompts,
         requested=requested,
-        n=sampling.n,
         priority=typed.priority,
         stream=bool(typed.stream),
         include_usage=include_usage,
