@@ -55,7 +55,7 @@ VALUES: dict[str, list[Any]] = {
 }
 CHAT_ONLY = {"messages", "max_completion_tokens", "top_logprobs"}
 COMPLETION_ONLY = {"prompt", "echo", "suffix"}
-TWIN_LIMITS = {("messages", "[]")}
+TWIN_LIMITS: set[tuple[str, str]] = set()  # (field, repr(value)) the twin serves differently
 # fields set together: greedy sampling with n > 1, min_tokens past max_tokens, the logprobs a
 # completion echoes, a prompt that leaves no room (4,096 ids), a batch of prompts
 COMBOS: list[dict[str, Any]] = [

@@ -124,8 +124,10 @@ def _message_text(content: Any, where: str) -> str:
 
 
 def count_chat_tokens(messages: Any) -> int:
-    if not isinstance(messages, list) or not messages:
-        raise RequestError("messages must be a non-empty list", param="messages")
+    # vLLM's request model takes an empty list (its chat template renders the prompt: for a
+    # Llama 3 model the header and the assistant's turn), so the twin serves it too
+    if not isinstance(messages, list):
+        raise RequestError("messages must be a list", param="messages")
     words = 0
     for k, message in enumerate(messages):
         # vLLM's message model requires a role (any string: custom roles pass) and validates
