@@ -291,7 +291,7 @@ class TuningStatus(StatusModel):
         default=None,
         description=(
             "When the engine model last looked for a budget move that meets the SLO on fewer "
-            "pods (RetuneForFewerPods), or at minReplicas raises what every pod serves "
+            "pods (RetuneForFewerPods), or with no pod to save raises what every pod serves "
             "(RetuneForCapacity); it looks again after the tuner's recheck interval."
         ),
     )

@@ -109,7 +109,8 @@ class Reason(StrEnum):
     RETUNE_FOR_CAPACITY = (
         "RetuneForCapacity",
         "SetBudget",
-        "the SLO met at minReplicas; one budget move raises what every pod serves, with surge",
+        "no pod to save, the replica lever capped; one budget move raises what each pod serves, "
+        "with surge",
     )
     # rules 2-9: what the tuner changes
     SCALE_UP_REJECTIONS = (

@@ -45,20 +45,30 @@ restarts (autotune.maxRestartsPerHour) that a problem may then lack; the replica
 The pods themselves are saved by rule 9 once the change is judged (rule 1) and the model's
 capacity for the new budgets says the load fits on fewer.
 
-At the floor (the budgets in force need no more than minReplicas) no pod can be saved, and a
-move is judged by what every pod serves: the move that raises it most, by floor_min_gain (x1.06)
-at least, keeping the SLO and as many requests in it on those pods, pays when the pod-time it
-would save where the load fills the pods (the floor's pods x (1 - before/after) over the
-payback) outweighs the rollout's (reason RetuneForCapacity). That saving comes only if the load
-grows, so the bet is made only where the replica lever cannot carry the growth: it reaches at
-most LEVER_ROOM x the pods the budgets need (maxReplicas, or the fleet and the pods the free
-GPUs of the type place beside it). There the pods the lever has are the capacity the service
-has, and the floor is the one time a move costs no pod: on l4-3b-gpus2/diurnal (two L4s in the
-cluster, a peak that needs three) the single pod of the morning rolls onto the second GPU with
-maxBatchedTokens 2048 -> 256, and the two pods of the peak meet the ITL SLO with it; at the peak
-the same move would stop one of the two (rollout_room.py). Where the lever had room, the same
-bet on every L4 scenario of 8 GPUs cost GPU-hours for little (l4-3b/diurnal: +6% GPU-hours for
-0.6 points of windows, docs/benchmarks.md).
+No pod to save: what every pod serves. At the floor (the budgets in force need no more than
+minReplicas) no pod can be saved; above it, no move may keep as many requests in the SLO on
+fewer pods (a valve that caps each pod far below the model's best still needs the pods it has
+at the load of the moment). The spec's budgets may still be far from the model's best for the
+workload, and the look then keeps the pods where they are and judges a move by what every pod
+serves: the move that raises it most, by floor_min_gain (x1.06) at least at the floor and by
+fewer_pods_min_gain (x1.25) above it (x1.08-1.21 there cost 4-9% more GPU-hours on 8 L4s for
+no window, bench l4-3b/multiday and l4-3b/bursty) and not while the arrivals fall (rule 9
+sheds those pods, and a rollout would hold them), keeping the SLO and
+as many requests in it on those pods, pays when the pod-time it would save where the load fills
+the pods (the pods x (1 - before/after) over the payback) outweighs the rollout's (reason
+RetuneForCapacity). That saving comes only if the load grows, so the bet is made only where the
+replica lever cannot carry the growth: it reaches at most LEVER_ROOM x the pods the budgets need
+(maxReplicas, or the fleet and the pods the free GPUs of the type place beside it). There the
+pods the lever has are the capacity the service has, and now, while a GPU is free, is the one
+time a move costs no pod: on l4-3b-gpus2/diurnal (two L4s in the cluster, a peak that needs
+three) the single pod of the morning rolls onto the second GPU with maxBatchedTokens 2048 ->
+256, and the two pods of the peak meet the ITL SLO with it; at the peak the same move would stop
+one of the two (rollout_room.py). On l4-3b-valve8-gpus4/diurnal (a valve of 8 per pod, four L4s)
+the morning's two pods need each other at the valve, and with a valve of 32 one pod serves x2.7:
+moved then, while two GPUs are free, the peak fits on the four GPUs; without the move the
+replica lever asks for a fifth pod that stays Pending and the valve refuses 2% of the peak.
+Where the lever had room, the same bet on every L4 scenario of 8 GPUs cost GPU-hours for little
+(l4-3b/diurnal: +6% GPU-hours for 0.6 points of windows, docs/benchmarks.md).
 
 A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
 once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
@@ -73,7 +83,13 @@ from functools import cached_property
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
 from vllm_operator.tuning.capacity import trusted_capacity
-from vllm_operator.tuning.forecast import forecast, ready_horizon, rising, under_rate
+from vllm_operator.tuning.forecast import (
+    falling_share,
+    forecast,
+    ready_horizon,
+    rising,
+    under_rate,
+)
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
@@ -97,9 +113,9 @@ from vllm_operator.tuning.retune_move import (
 from vllm_operator.tuning.scaling import pods_for
 
 RATE_STEPS_PER_OCTAVE = 8  # the sized rate is rounded up to a 2^(1/8) = 9% step
-# At the floor a move is made only where the replica lever reaches at most this many times the
-# pods the budgets need (minReplicas): beyond, the pods it adds carry the load's growth (module
-# doc, "At the floor").
+# With no pod to save a move is made only where the replica lever reaches at most this many
+# times the pods the budgets need: beyond, the pods it adds carry the load's growth (module doc,
+# "No pod to save").
 LEVER_ROOM = 2
 
 
@@ -118,11 +134,12 @@ class FewerPods:
     saved: float  # pod-seconds over the payback
     spent: float  # pod-seconds of GPU the rollout holds without serving
     delay: float  # seconds until a pod can be saved: the rollout, then the judgement
-    at_floor: bool = False  # the budgets need minReplicas: the gain is what every pod serves
+    # no pod to save (at minReplicas, or none on fewer pods): the gain is what every pod serves
+    by_capacity: bool = False
 
     @property
     def pays(self) -> bool:
-        return (self.at_floor or self.pods_after < self.pods_now) and self.saved > self.spent
+        return (self.by_capacity or self.pods_after < self.pods_now) and self.saved > self.spent
 
     def phrase(self) -> str:
         move = f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model"
@@ -130,7 +147,7 @@ class FewerPods:
             f"after {self.delay:.0f}s of rollout and judgement, against {self.spent:.0f} spent in "
             "the rollout (it surges on a free GPU)"
         )
-        if self.at_floor:
+        if self.by_capacity:
             return (
                 f"{move} predicts one pod serves {self.per_pod_after:.2f}/s within the SLO "
                 f"against {self.per_pod_now:.2f}/s with the budgets in force, the SLO kept on "
@@ -194,12 +211,10 @@ class _Look:
     lo: int  # the fewest pods allowed (minReplicas, at least 1)
     pods_now: int  # the pods the budgets in force need, at most the fleet
     floor: float  # the share of requests in the SLO a move must keep (on pods_now, less MIN_GAIN)
-
-    @property
-    def at_floor(self) -> bool:
-        """The budgets in force need no more pods than minReplicas: no pod can be saved, and
-        a move is judged by what every pod serves (the module doc's last part)."""
-        return self.pods_now <= self.lo
+    # no pod can be saved: the pods stay and a move is judged by what every pod serves (the
+    # module doc's "No pod to save"); at minReplicas always, above it when a look for fewer
+    # pods found no move
+    by_capacity: bool = False
 
     @cached_property
     def per_pod_now(self) -> float:
@@ -220,13 +235,17 @@ class _Look:
         the lever would keep no fewer pods with it."""
         i, model = self.i, self.i.spec.model
         overrides = {**i.state.overrides, key: value}
-        # at the floor the move keeps the SLO on the pods there; above it, on fewer
-        c = candidate_of(i.spec, overrides, self.pods_now - (0 if self.at_floor else 1))
-        fewer = fewest_pods(c, model, self.target, self.load, self.lo, self.floor)
+        # judged by capacity the move keeps the SLO on the pods now; otherwise on fewer
+        c = candidate_of(i.spec, overrides, self.pods_now - (0 if self.by_capacity else 1))
+        lo = self.pods_now if self.by_capacity else self.lo
+        fewer = fewest_pods(c, model, self.target, self.load, lo, self.floor)
         if fewer is None:
             return None
         per_pod = pod_capacity(c, model, self.target, self.load)
-        gain = i.settings.floor_min_gain if self.at_floor else i.settings.fewer_pods_min_gain
+        # at the floor any clear gain (x1.06); above it the bar of a move for fewer pods (x1.25):
+        # a pod on 8 L4s that serves x1.08-1.21 cost +4-9% GPU-hours (l4-3b/multiday, bursty)
+        at_floor = self.pods_now <= self.lo
+        gain = i.settings.floor_min_gain if at_floor else i.settings.fewer_pods_min_gain
         if self.per_pod_now <= 0 or per_pod < self.per_pod_now * gain:
             # one pod serves no more (fewer pods would be a replay's noise: a valve that caps
             # every pod alike), or too little more for the pods saved to outlast today's load
@@ -235,7 +254,7 @@ class _Look:
         # a trough on one pod and need twice the pods at noon); the lever keeps what its own
         # sizing says, and the replay has seen the SLO kept on every count down to fewer[0]
         n = max(fewer[0], self.lever_after(per_pod))
-        if n >= self.pods_now and not self.at_floor:
+        if n >= self.pods_now and not self.by_capacity:
             return None
         p = predict(replace(c, replicas=n), model, self.target, self.load)
         assert p is not None  # fewest_pods replayed it
@@ -264,15 +283,40 @@ def _look(i: Inputs) -> _Look | None:
         pods_now, now_p = found
     # the p95s within the SLO are not enough: as many requests must meet it as on pods_now
     floor = now_p.attainment - MIN_GAIN
-    return _Look(i, target, load, fit, trusted, lo, pods_now, floor)
+    return _Look(i, target, load, fit, trusted, lo, pods_now, floor, by_capacity=pods_now <= lo)
 
 
 def compute_fewer_pods(i: Inputs) -> FewerPods | None:
-    """The model's one-field move after which the replica lever keeps the fewest pods, or None
-    when no move lets it keep fewer than the budgets in force (or the model cannot tell)."""
+    """The model's one-field move after which the replica lever keeps the fewest pods; with no
+    pod to save, on a replica lever that cannot grow past LEVER_ROOM x the pods the budgets
+    need, the move that raises what every pod serves most (the module doc's "No pod to save").
+    None when there is neither (or the model cannot tell)."""
     look = _look(i)
     if look is None:
         return None
+    move = _best_move(look)
+    # above the floor, a load that falls is shed by rule 9, which a rollout would hold (rule
+    # 0d): the pods a bet raises would be those going (l4-3b-valve8/diurnal, 8 L4s, at minute
+    # 49: +0.5 GPU-hours for no window)
+    if (
+        move is None
+        and not look.by_capacity
+        and falling_share(i) is None
+        and _lever_capped(i, look.pods_now)
+    ):
+        move = _best_move(replace(look, by_capacity=True))
+    return move
+
+
+def _lever_capped(i: Inputs, pods: int) -> bool:
+    """The replica lever reaches at most LEVER_ROOM x `pods`, or may: before the look for free
+    GPUs its reach is unknown, and decide_fewer_pods checks it once known."""
+    reach = _lever_reach(i)
+    return reach is None or reach[0] <= LEVER_ROOM * pods
+
+
+def _best_move(look: _Look) -> FewerPods | None:
+    i = look.i
     best: tuple[tuple[int, float, float], BudgetKey, int, Predicted, float] | None = None
     for key in MOVABLE:
         now_value, window = i.budget(key), allowed_range(i.spec, key, i.settings)
@@ -285,8 +329,10 @@ def compute_fewer_pods(i: Inputs) -> FewerPods | None:
             if found is None:
                 continue
             n, p, per_pod = found
-            # at the floor the pods are fixed: the most served per pod is the target
-            score = (-n, per_pod, p.attainment) if look.at_floor else (-n, p.attainment, p.per_pod)
+            # judged by capacity the pods are fixed: the most served per pod is the target
+            score = (
+                (-n, per_pod, p.attainment) if look.by_capacity else (-n, p.attainment, p.per_pod)
+            )
             if best is None or score > best[0]:
                 best = (score, key, value, p, per_pod)
     if best is None:
@@ -314,20 +360,20 @@ def _priced(look: _Look, key: BudgetKey, values: tuple[int, int], pods_after: in
     # those pods until the rollout is over (rule 0d holds a rolling fleet), where rule 9 would
     # have shed them
     spent = i.replicas * ready + (i.replicas - pods_now) * delay
-    if look.at_floor:  # the pod-time the raised capacity saves where the load fills the pods
+    if look.by_capacity:  # the pod-time the raised capacity saves where the load fills the pods
         saved = pods_now * (1 - look.per_pod_now / per_pod_after) * horizon
     else:
         saved = (pods_now - pods_after) * horizon
     return FewerPods(
         key, *values, pods_now, pods_after, predicted, look.per_pod_now, per_pod_after, saved,
-        spent, delay, look.at_floor,
+        spent, delay, look.by_capacity,
     )  # fmt: skip
 
 
 def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
-    """9b. The fleet meets its SLO, and the model's best move needs fewer pods (or, at the floor
-    on a capped replica lever, serves more per pod): the move when it pays (see the module
-    doc), else None. A move whose rollout needs a free GPU, in a pass that
+    """9b. The fleet meets its SLO, and the model's best move needs fewer pods (or, with no pod
+    to save on a capped replica lever, serves more per pod): the move when it pays (see the
+    module doc), else None. A move whose rollout needs a free GPU, in a pass that
     has not looked for one, returns `i` asking for it (Inputs.asks_spare_gpu): the handler looks
     and decides again."""
     if not i.autotune_acts or not i.rates_trusted or has_problem(i) or i.scaling is None:
@@ -349,15 +395,18 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
     diagnosis, reason = f"the SLO is met on {i.replicas} pods", Reason.RETUNE_FOR_FEWER_PODS
-    if move.at_floor:
+    if move.by_capacity:
         reach = _lever_reach(i)
         if reach is None or reach[0] > LEVER_ROOM * move.pods_now:
             return i, None  # the replica lever has room to grow: no bet on what a pod serves
         reason = Reason.RETUNE_FOR_CAPACITY
-        diagnosis += (
-            f", the fewest the budgets in force need (minReplicas), and the replica lever "
-            f"reaches {reach[0]} ({reach[1]})"
+        floor = max(1, i.scaling.min_replicas) if i.scaling is not None else 1
+        why = (
+            "the fewest the budgets in force need (minReplicas)"
+            if move.pods_now <= floor
+            else "no move keeps as many requests in it on fewer"
         )
+        diagnosis += f", {why}, and the replica lever reaches {reach[0]} ({reach[1]})"
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
     return i, act(reason, diagnosis, step, i.snapshot)

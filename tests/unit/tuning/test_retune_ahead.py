@@ -101,10 +101,14 @@ def test_below_the_cap_the_replica_lever_does_it() -> None:
                                                              "ScaleReplicas", 3)  # fmt: skip
 
 
-def test_a_flat_load_moves_nothing() -> None:
+def test_a_flat_load_is_no_move_ahead() -> None:
+    """Nothing to forecast: at the cap with no pod to save, a move is rule 9b's on what every
+    pod serves (RetuneForCapacity), never one ahead of a load."""
     flat = state(capacity=PER_POD, arrivals=seen(2.2, T0 - timedelta(minutes=1)))
     d = decide(CAPPED, FIGURES, flat, T0, spare_pods=1)
-    assert d.action.kind != "SetBudget" and d.state.overrides == {}
+    assert d.reason == Reason.RETUNE_FOR_CAPACITY, d.message
+    assert "no move keeps as many requests in it on fewer" in d.message
+    assert "the replica lever reaches 2 (maxReplicas)" in d.message
 
 
 def test_a_problem_is_rule_1b_s_not_a_forecast_s() -> None:

@@ -34,6 +34,7 @@ from vllm_operator.tuning.retune_move import (
     within,
 )
 from vllm_operator.tuning.retune_pods import (
+    FewerPods,
     compute_fewer_pods,
     decide_fewer_pods,
     pod_capacity,
@@ -100,6 +101,12 @@ def inputs(patch: dict[str, Any], pods: int, rate: float, st: TuningState | None
     return Inputs(
         spec(**patch, replicas=pods), fleet(pods, rate), st, T0, SETTINGS, True, spare_pods=1
     )
+
+
+def saves_no_pod(move: FewerPods | None) -> bool:
+    """No move for fewer pods: none, or one judged by what every pod serves (RetuneForCapacity,
+    which decide_fewer_pods makes only on a capped replica lever)."""
+    return move is None or move.by_capacity
 
 
 def sized(i: Inputs) -> Workload:
@@ -284,9 +291,9 @@ def test_the_fewer_pods_must_serve_what_the_fleet_serves(monkeypatch: pytest.Mon
     # more per pod with the move, but less on the pods it would leave than on those it needs now
     ratio = move.pods_now / move.pods_after
     monkeypatch.setattr(retune_pods, "pod_capacity", _capacities(i, 0.99 * ratio))
-    assert compute_fewer_pods(i) is None
+    assert saves_no_pod(compute_fewer_pods(i))
     monkeypatch.setattr(retune_pods, "pod_capacity", _capacities(i, 1.01 * ratio))
-    assert compute_fewer_pods(i) is not None
+    assert not saves_no_pod(compute_fewer_pods(i))
 
 
 @pytest.mark.parametrize(("gain", "moves"), [(1.2, False), (1.26, True)])
@@ -299,8 +306,12 @@ def test_a_small_gain_per_pod_makes_no_move(
     i = inputs(BLOG, PODS, RATE)
     monkeypatch.setattr(retune_pods, "pod_capacity", _capacities(i, gain))
     move = compute_fewer_pods(i)
-    assert (move is not None) is moves
-    assert move is None or move.pods_after == max(PODS - 1, math.ceil(PODS / gain))
+    assert (not saves_no_pod(move)) is moves
+    assert (
+        move is None
+        or saves_no_pod(move)
+        or move.pods_after == max(PODS - 1, math.ceil(PODS / gain))
+    )
 
 
 def _with_capacity(i: Inputs, per_pod: float) -> Inputs:
@@ -333,7 +344,7 @@ def test_no_move_where_the_lever_keeps_as_many_pods_with_it() -> None:
     fit = under_rate(i, forecast(i))
     raised = 1.6 * replayed.per_pod_after / replayed.per_pod_now
     assert fit is not None and pods_for(i, fit, raised) >= PODS
-    assert compute_fewer_pods(i) is None
+    assert saves_no_pod(compute_fewer_pods(i))
 
 
 def test_the_move_is_sized_for_the_long_windows_peak() -> None:
@@ -386,7 +397,7 @@ def one_l4(rate: float = MORNING, **changes: Any) -> Inputs:
 def test_at_the_floor_the_move_raises_what_every_pod_serves() -> None:
     i = one_l4(spare_pods=1)
     move = compute_fewer_pods(i)
-    assert move is not None and move.at_floor and move.pays
+    assert move is not None and move.by_capacity and move.pays
     assert move.pods_now == move.pods_after == 1
     assert move.per_pod_after >= SETTINGS.floor_min_gain * move.per_pod_now
     horizon = SETTINGS.fewer_pods_payback.total_seconds() - move.delay
@@ -494,5 +505,66 @@ def test_at_the_floor_the_reach_is_counted_against_the_pods_the_budgets_need(
     )
     monkeypatch.setattr(retune_pods, "pod_capacity", _capacities(i, 2.0))
     move = compute_fewer_pods(i)
-    assert move is not None and move.at_floor and move.pods_now == 1 and move.pays
+    assert move is not None and move.by_capacity and move.pods_now == 1 and move.pays
     assert decide_fewer_pods(i)[1] is None
+
+
+# The L4 service of bench l4-3b-valve8-gpus4/diurnal in its morning: its valve lets 8 requests
+# into a pod, two pods carry 0.7 req/s within the SLO and one would not keep as many requests in
+# it, and the cluster has four L4s for it.
+VALVE8: dict[str, Any] = {
+    **L4,
+    "budgets": {**L4["budgets"], "queue": {"maxRequests": 8}},
+}
+
+
+def two_valve8(spare_pods: int | None) -> Inputs:
+    rate = 0.7
+    figures = snap(
+        request_rate=rate, admitted_rate=rate, running=rate * 160 * 0.04, itl_p95=0.04,
+        ttft_p95=0.6, prompt_tokens_per_request=1000.0, pods_expected=2, pods_scraped=2,
+        fleet=FleetView(desired=2, ready=2, updated=2, rolling=False),
+    )  # fmt: skip
+    return Inputs(spec(**VALVE8, replicas=2), figures, watched(2, rate), T0, SETTINGS, True,
+                  spare_pods=spare_pods)  # fmt: skip
+
+
+def test_with_no_pod_to_save_on_a_capped_lever_the_move_raises_what_every_pod_serves() -> None:
+    """Above minReplicas, where no move keeps the SLO's requests on fewer pods, a replica lever
+    that cannot double the fleet gets the move now, while a GPU is free for its surge: without
+    it the peak asks for a fifth pod that stays Pending and the valve refuses 2% of it."""
+    i = two_valve8(spare_pods=2)
+    move = compute_fewer_pods(i)
+    assert move is not None and move.by_capacity and move.pays
+    assert move.pods_now == move.pods_after == 2 and move.field == "maxRequests"
+    assert move.to_value > 8
+    assert move.per_pod_after >= SETTINGS.fewer_pods_min_gain * move.per_pod_now
+    _, d = decide_fewer_pods(i)
+    assert d is not None and d.reason == Reason.RETUNE_FOR_CAPACITY
+    assert "no move keeps as many requests in it on fewer" in d.message
+    assert "the replica lever reaches 4 (2 more pods on the free GPUs of the type)" in d.message
+
+
+def test_with_no_pod_to_save_a_lever_with_room_gets_no_bet() -> None:
+    """Six GPUs free: the lever reaches 8, past twice the 2 pods, and carries the growth."""
+    unknown = two_valve8(spare_pods=None)
+    move = compute_fewer_pods(unknown)
+    assert move is not None and move.by_capacity  # found before the look for free GPUs ...
+    asked, d = decide_fewer_pods(unknown)
+    assert d is None and asked.asks_spare_gpu
+    roomy = two_valve8(spare_pods=6)
+    assert compute_fewer_pods(roomy) is None  # ... and not made once the reach is known
+    assert decide_fewer_pods(roomy)[1] is None
+
+
+@pytest.mark.parametrize(("gain", "moves"), [(1.2, False), (1.3, True)])
+def test_above_the_floor_a_bet_on_what_a_pod_serves_needs_the_fewer_pods_gain(
+    monkeypatch: pytest.MonkeyPatch, gain: float, moves: bool
+) -> None:
+    """x1.08-1.21 per pod on fleets of 4-6 L4s cost 4-9% more GPU-hours for no window (bench
+    l4-3b/multiday, l4-3b/bursty): above the floor the bar is fewer_pods_min_gain."""
+    i = two_valve8(spare_pods=2)
+    monkeypatch.setattr(retune_pods, "pod_capacity", _capacities(i, gain))
+    move = compute_fewer_pods(i)
+    assert (move is not None) is moves
+    assert move is None or move.by_capacity
