@@ -52,10 +52,10 @@ at the load of the moment). The spec's budgets may still be far from the model's
 workload, and the look then keeps the pods where they are and judges a move by what every pod
 serves: the move that raises it most, by floor_min_gain (x1.06) at least at the floor and by
 fewer_pods_min_gain (x1.25) above it (x1.08-1.21 there cost 4-9% more GPU-hours on 8 L4s for
-no window, bench l4-3b/multiday and l4-3b/bursty) and not while the arrivals fall (rule 9
-sheds those pods, and a rollout would hold them), keeping the SLO and
-as many requests in it on those pods, pays when the pod-time it would save where the load fills
-the pods (the pods x (1 - before/after) over the payback) outweighs the rollout's (reason
+no window, bench l4-3b/multiday and l4-3b/bursty), and above it not while the arrivals fall
+(rule 9 sheds those pods, and a rollout would hold them). Keeping the SLO and as many requests
+in it on those pods, it pays when the pod-time it would save where the load fills the pods
+(the pods x (1 - before/after) over the payback) outweighs the rollout's (reason
 RetuneForCapacity). That saving comes only if the load grows, so the bet is made only where the
 replica lever cannot carry the growth: it reaches at most LEVER_ROOM x the pods the budgets need
 (maxReplicas, or the fleet and the pods the free GPUs of the type place beside it). There the
@@ -136,6 +136,7 @@ class FewerPods:
     delay: float  # seconds until a pod can be saved: the rollout, then the judgement
     # no pod to save (at minReplicas, or none on fewer pods): the gain is what every pod serves
     by_capacity: bool = False
+    at_floor: bool = False  # the budgets in force need no more than minReplicas
 
     @property
     def pays(self) -> bool:
@@ -216,6 +217,11 @@ class _Look:
     # pods found no move
     by_capacity: bool = False
 
+    @property
+    def at_floor(self) -> bool:
+        """The budgets in force need no more pods than minReplicas."""
+        return self.pods_now <= self.lo
+
     @cached_property
     def per_pod_now(self) -> float:
         c = candidate_of(self.i.spec, self.i.state.overrides, 1)
@@ -244,8 +250,7 @@ class _Look:
         per_pod = pod_capacity(c, model, self.target, self.load)
         # at the floor any clear gain (x1.06); above it the bar of a move for fewer pods (x1.25):
         # a pod on 8 L4s that serves x1.08-1.21 cost +4-9% GPU-hours (l4-3b/multiday, bursty)
-        at_floor = self.pods_now <= self.lo
-        gain = i.settings.floor_min_gain if at_floor else i.settings.fewer_pods_min_gain
+        gain = i.settings.floor_min_gain if self.at_floor else i.settings.fewer_pods_min_gain
         if self.per_pod_now <= 0 or per_pod < self.per_pod_now * gain:
             # one pod serves no more (fewer pods would be a replay's noise: a valve that caps
             # every pod alike), or too little more for the pods saved to outlast today's load
@@ -283,7 +288,8 @@ def _look(i: Inputs) -> _Look | None:
         pods_now, now_p = found
     # the p95s within the SLO are not enough: as many requests must meet it as on pods_now
     floor = now_p.attainment - MIN_GAIN
-    return _Look(i, target, load, fit, trusted, lo, pods_now, floor, by_capacity=pods_now <= lo)
+    look = _Look(i, target, load, fit, trusted, lo, pods_now, floor)
+    return replace(look, by_capacity=look.at_floor)
 
 
 def compute_fewer_pods(i: Inputs) -> FewerPods | None:
@@ -366,7 +372,7 @@ def _priced(look: _Look, key: BudgetKey, values: tuple[int, int], pods_after: in
         saved = (pods_now - pods_after) * horizon
     return FewerPods(
         key, *values, pods_now, pods_after, predicted, look.per_pod_now, per_pod_after, saved,
-        spent, delay, look.by_capacity,
+        spent, delay, look.by_capacity, look.at_floor,
     )  # fmt: skip
 
 
@@ -400,10 +406,9 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         if reach is None or reach[0] > LEVER_ROOM * move.pods_now:
             return i, None  # the replica lever has room to grow: no bet on what a pod serves
         reason = Reason.RETUNE_FOR_CAPACITY
-        floor = max(1, i.scaling.min_replicas) if i.scaling is not None else 1
         why = (
             "the fewest the budgets in force need (minReplicas)"
-            if move.pods_now <= floor
+            if move.at_floor
             else "no move keeps as many requests in it on fewer"
         )
         diagnosis += f", {why}, and the replica lever reaches {reach[0]} ({reach[1]})"
