@@ -510,15 +510,25 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """What vLLM's request models (completions, chat) say to each body: accepted, or why not;
     and for an accepted one, what its SamplingParams say, built as the serving layer builds
     them (`get_max_tokens` with the case's `max_model_len` and `prompt_len`, then
-    `to_sampling_params` with no generation-config defaults): the message the client reads."""
+    `to_sampling_params` with no generation-config defaults): the message the client reads;
+    then, where they pass, what the input processor's length check says to each of the case's
+    `prompt_lens` as the prompts go in (`InputProcessor._validate_prompt_len`, run on a stand-in
+    that holds only what it reads: a text-only generating model of `max_model_len`)."""
+    from types import SimpleNamespace
+
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
     from vllm.entrypoints.serve.exception_handling.error_response import create_error_response
     from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
     from vllm.exceptions import VLLMValidationError
+    from vllm.v1.engine.input_processor import InputProcessor
 
     results = []
     for case in cases:
+        config = SimpleNamespace(max_model_len=case["max_model_len"], runner_type="generate")
+        processor = SimpleNamespace(
+            skip_prompt_length_check=False, supports_mm_inputs=False, model_config=config
+        )
         model = ChatCompletionRequest if case["chat"] else CompletionRequest
         try:
             request = model.model_validate(case["body"])
@@ -527,14 +537,20 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         requested = getattr(request, "max_completion_tokens", None)
         requested = request.max_tokens if requested is None else requested
-        sampling = None
+        sampling = prompt = None
         try:
             max_tokens = get_max_tokens(case["max_model_len"], requested, case["prompt_len"], {})
             request.to_sampling_params(max_tokens, {})
         except (ValueError, TypeError, VLLMValidationError) as exc:
             error = create_error_response(exc).error
             sampling = {"message": error.message, "param": error.param}
-        results.append({"accepted": True, "error": None, "sampling": sampling})
+        try:
+            for length in case["prompt_lens"] if sampling is None else ():
+                InputProcessor._validate_prompt_len(processor, length, "decoder")
+        except VLLMValidationError as exc:
+            error = create_error_response(exc).error
+            prompt = {"message": error.message, "param": error.param}
+        results.append({"accepted": True, "error": None, "sampling": sampling, "prompt": prompt})
     return {"vllm": vllm.__version__, "results": results}
 
 

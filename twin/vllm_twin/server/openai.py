@@ -203,8 +203,9 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
     past the context, hence "at least"). max_tokens is then clamped to the room each prompt
     leaves, an unset one being all of it (`get_max_tokens`,
     vllm/entrypoints/serve/utils/api_utils.py), and SamplingParams checks the request with it
-    (sampling.py): a prompt that fills the context leaves 0, which it refuses. Last, an empty
-    prompt (`[]`, or `""` in a batch: the twin's tokens are words, with no special tokens).
+    (sampling.py): a prompt that fills the context leaves 0, which it refuses. Last, the input
+    processor refuses an empty prompt (`[]`, or `""` in a batch: the twin's tokens are words,
+    with no special tokens) and one that fills the context (_check_decoder_prompt).
     """
     requested = work.requested
     if requested is not None and requested > max_model_len:
@@ -241,9 +242,25 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
         except SamplingError as exc:
             raise RequestError(exc.message, param=exc.param) from None
         out.append(EnginePrompt(tokens, max_tokens))
-    if 0 in work.prompts:  # vLLM's input processor, as each prompt goes in
-        raise RequestError("The decoder prompt cannot be empty")
+    for tokens in work.prompts:  # vLLM's input processor, as each prompt goes in
+        _check_decoder_prompt(tokens, max_model_len)
     return tuple(out)
+
+
+def _check_decoder_prompt(tokens: int, max_model_len: int) -> None:
+    """The input processor's length checks (`_validate_prompt_len`,
+    vllm/v1/engine/input_processor.py) that the renderer's leave to it: an empty prompt, and
+    one that fills the context (reached only by an echo without generation, which asks for one
+    token where a clamped max_tokens of 0 is refused before)."""
+    if tokens == 0:
+        raise RequestError("The decoder prompt cannot be empty")
+    if tokens == max_model_len:
+        raise RequestError(
+            f"The decoder prompt (length {tokens}) plus the number of requested output tokens "
+            f"(at least 1) is longer than the maximum model length of {max_model_len}. Make "
+            "sure that `max_model_len` is no smaller than the number of text tokens (prompt + "
+            "requested output tokens)."
+        )
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
