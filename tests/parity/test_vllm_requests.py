@@ -116,7 +116,6 @@ def verdicts(vllm_python: str) -> list[dict[str, Any]]:
             "chat": chat,
             "body": body,
             "max_model_len": MAX_MODEL_LEN,
-            "prompt_len": _prompt_lens(chat, body)[0],
             "prompt_lens": _prompt_lens(chat, body),
         }
         for _, chat, body, _ in CASES

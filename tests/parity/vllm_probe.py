@@ -509,10 +509,10 @@ def env_flags(cases: list[dict[str, str]]) -> dict[str, Any]:
 def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """What vLLM's request models (completions, chat) say to each body: accepted, or why not;
     and for an accepted one, what its SamplingParams say, built as the serving layer builds
-    them (`get_max_tokens` with the case's `max_model_len` and `prompt_len`, then
-    `to_sampling_params` with no generation-config defaults): the message the client reads;
-    then, where they pass, what the input processor's length check says to each of the case's
-    `prompt_lens` as the prompts go in (`InputProcessor._validate_prompt_len`, run on a stand-in
+    them (`get_max_tokens` with the case's `max_model_len` and the first of its `prompt_lens`,
+    then `to_sampling_params` with no generation-config defaults): the message the client reads;
+    then, where they pass, what the input processor's length check says to each prompt length
+    as the prompts go in (`InputProcessor._validate_prompt_len`, run on a stand-in
     that holds only what it reads: a text-only generating model of `max_model_len`)."""
     from types import SimpleNamespace
 
@@ -539,7 +539,8 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
         requested = request.max_tokens if requested is None else requested
         sampling = prompt = None
         try:
-            max_tokens = get_max_tokens(case["max_model_len"], requested, case["prompt_len"], {})
+            first = case["prompt_lens"][0]
+            max_tokens = get_max_tokens(case["max_model_len"], requested, first, {})
             request.to_sampling_params(max_tokens, {})
         except (ValueError, TypeError, VLLMValidationError) as exc:
             error = create_error_response(exc).error
