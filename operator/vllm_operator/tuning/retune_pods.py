@@ -70,8 +70,11 @@ replica lever asks for a fifth pod that stays Pending and the valve refuses 2% o
 Where the lever had room, the same bet on every L4 scenario of 8 GPUs cost GPU-hours for little
 (l4-3b/diurnal: +6% GPU-hours for 0.6 points of windows, docs/benchmarks.md).
 
-A look costs a few dozen replays (about 2 CPU-s for an H100 fleet), so a service is looked at
-once per `fewer_pods_recheck` (status.tuning.fewerPodsLookedAt), not on every pass.
+What one pod serves is a search of about a dozen replays, and a look weighs a few dozen moves:
+each move is first replayed once at the bar (one pod at what it serves now x the gain asked),
+and only those that meet it are searched. A look still costs replays (bench/results/
+capacity_pass.md), so a service is looked at once per `fewer_pods_recheck`
+(status.tuning.fewerPodsLookedAt), not on every pass.
 """
 
 from __future__ import annotations
@@ -189,15 +192,17 @@ def fewest_pods(
     return best
 
 
+def serves(c: Candidate, model: str, target: Target, load: Workload, rate: float) -> bool:
+    """Whether one pod of `c` serves `load`'s mix at `rate` (req/s) within the SLO, by the
+    model."""
+    one = replace(c, replicas=1)
+    p = predict(one, model, target, replace(load, rate=round(rate, 4)))
+    return p is not None and within(p, target)
+
+
 def pod_capacity(c: Candidate, model: str, target: Target, load: Workload) -> float:
     """What one pod of `c` serves within the SLO for `load`'s mix (req/s), by the model."""
-    one = replace(c, replicas=1)
-
-    def meets(rate: float) -> bool:
-        p = predict(one, model, target, replace(load, rate=round(rate, 4)))
-        return p is not None and within(p, target)
-
-    return largest_rate(meets)
+    return largest_rate(lambda rate: serves(c, model, target, load, rate))
 
 
 @dataclass(frozen=True)
@@ -243,17 +248,22 @@ class _Look:
         overrides = {**i.state.overrides, key: value}
         # judged by capacity the move keeps the SLO on the pods now; otherwise on fewer
         c = candidate_of(i.spec, overrides, self.pods_now - (0 if self.by_capacity else 1))
+        # at the floor any clear gain (x1.06); above it the bar of a move for fewer pods (x1.25):
+        # a pod on 8 L4s that serves x1.08-1.21 cost +4-9% GPU-hours (l4-3b/multiday, bursty)
+        gain = i.settings.floor_min_gain if self.at_floor else i.settings.fewer_pods_min_gain
+        bar = self.per_pod_now * gain
+        # one replay at the bar first: most moves miss it, and what one pod serves is a search
+        # of a dozen replays (docs/tuning.md, "What a look costs")
+        if self.per_pod_now <= 0 or not serves(c, model, self.target, self.load, bar):
+            # one pod serves no more (fewer pods would be a replay's noise: a valve that caps
+            # every pod alike), or too little more for the pods saved to outlast today's load
+            return None
         lo = self.pods_now if self.by_capacity else self.lo
         fewer = fewest_pods(c, model, self.target, self.load, lo, self.floor)
         if fewer is None:
             return None
         per_pod = pod_capacity(c, model, self.target, self.load)
-        # at the floor any clear gain (x1.06); above it the bar of a move for fewer pods (x1.25):
-        # a pod on 8 L4s that serves x1.08-1.21 cost +4-9% GPU-hours (l4-3b/multiday, bursty)
-        gain = i.settings.floor_min_gain if self.at_floor else i.settings.fewer_pods_min_gain
-        if self.per_pod_now <= 0 or per_pod < self.per_pod_now * gain:
-            # one pod serves no more (fewer pods would be a replay's noise: a valve that caps
-            # every pod alike), or too little more for the pods saved to outlast today's load
+        if per_pod < bar:  # the search's grid fell short of the bar the one replay met
             return None
         # fewer pods for the same load means each serves more (a smaller token budget can fit
         # a trough on one pod and need twice the pods at noon); the lever keeps what its own

@@ -278,6 +278,24 @@ def test_fewer_pods_at_an_unchanged_capacity_is_the_replays_noise(
     assert compute_fewer_pods(i) is None
 
 
+def test_a_move_one_replay_rules_out_is_not_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What one pod serves is a search of a dozen replays: a move whose one replay at the bar
+    (what a pod serves now x the gain asked) misses costs that replay only, so a look searches
+    the budgets in force and the moves that clear the bar (bench/results/capacity_pass.md)."""
+    i = inputs(BLOG, PODS, RATE)
+    searched: list[Any] = []
+    real = retune_pods.pod_capacity
+
+    def counted(c: Any, *rest: Any) -> float:
+        searched.append(c.budgets)
+        return real(c, *rest)
+
+    monkeypatch.setattr(retune_pods, "pod_capacity", counted)
+    monkeypatch.setattr(retune_pods, "serves", lambda *_: False)
+    assert compute_fewer_pods(i) is None
+    assert set(searched) == {candidate_of(i.spec, {}, 1).budgets}  # per look, the same replays
+
+
 def _capacities(i: Inputs, moved: float) -> Any:
     """pod_capacity giving 1 req/s to the budgets in force and `moved` to any move."""
     in_force = candidate_of(i.spec, dict(i.state.overrides), 1).budgets
