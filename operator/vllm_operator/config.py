@@ -63,6 +63,15 @@ class OperatorConfig(BaseModel):
     )
     resync_seconds: float = Field(default=300.0, gt=0, description="Drift-repair interval.")
     tuning_interval_seconds: float = Field(default=60.0, gt=0, description="Tuner interval.")
+    tuning_look_cpu_per_minute: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "CPU-seconds a minute the tuner spends on looks for a budget move (autotune Auto or "
+            "Recommend; about 0.6 CPU-s a look) over all services; beyond about 30 such services "
+            "at the default each is looked at less often than every 10 minutes (docs/tuning.md)."
+        ),
+    )
     metrics_port: int | None = Field(
         default=None,
         ge=1,

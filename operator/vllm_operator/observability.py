@@ -26,6 +26,13 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
+LOOKS = Counter(
+    "vllm_operator_tuning_looks",
+    "Passes due for a look for a budget move (rule 9b), by outcome: made, or deferred for want "
+    "of the operator's look budget (config tuningLooksPerMinute).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 PROMETHEUS_ERRORS = Counter(
     "vllm_operator_prometheus_query_errors",
     "Tuning passes whose Prometheus queries failed or returned unusable data, by quality.",

@@ -19,14 +19,22 @@ from tests.component.handlers import (
 )
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import FakePrometheus, Recording, load
+from tests.unit.tuning.support import T0, spec
+from tests.unit.tuning.test_retune_pods import BLOG, PODS, RATE, fleet, watched
 from vllm_operator import constants as c
-from vllm_operator.handlers.tune import tune
+from vllm_operator.api.v1alpha1 import VLLMService
+from vllm_operator.handlers.tune import decide_in_budget, tune
 from vllm_operator.metrics.past_period import past_span
+from vllm_operator.observability import REGISTRY
 from vllm_operator.status.pods import selector_for
+from vllm_operator.tuning.look_budget import LookBudget
 from vllm_operator.tuning.reasons import Reason
+from vllm_operator.tuning.settings import TuningSettings
 
 TRAFFIC = load("traffic-two-pods.json")  # 503 ratio 62%, TTFT p95 39 ms, KV 0%, 2 pods
 IDLE = load("idle-two-pods.json")  # no requests at all
+# the blog's budgets on 5 pods within the SLO: the look finds a move (test_retune_pods.py)
+BLOG_SPEC = spec(**BLOG, replicas=PODS).model_dump(by_alias=True, exclude_none=True)
 BOUNDS = {"maxRequests": {"min": 16, "max": 256}, "maxActiveSeqs": {"min": 4, "max": 32}}
 
 
@@ -204,3 +212,31 @@ def test_a_period_of_0s_asks_nothing_and_a_failed_look_back_costs_only_the_shape
     failing = tune(body, deps=deps, logger=LOG)
     assert plain is not None and failing is not None
     assert (failing.reason, failing.action) == (plain.reason, plain.action)
+
+
+def test_a_pass_looks_within_the_operators_budget_and_counts_it() -> None:
+    """handlers/tune.py's decision under the look budget (tuning/look_budget.py): without CPU
+    left the due look waits, with it the look is made and its CPU charged."""
+    kube = FakeKube()
+    deps = deps_for(kube, T0)
+    svc = VLLMService.model_validate(
+        {"metadata": {"name": "chat", "namespace": "team-a"}, "spec": BLOG_SPEC}
+    )
+    args = (svc, fleet(PODS, RATE), watched(PODS, RATE), T0, TuningSettings(), ())
+
+    def counts() -> tuple[float, ...]:
+        name = "vllm_operator_tuning_looks_total"
+        return tuple(REGISTRY.get_sample_value(name, {"outcome": o}) or 0.0
+                     for o in ("made", "deferred"))  # fmt: skip
+
+    made, deferred = counts()
+    deps.look_budget = LookBudget(0.001)
+    deps.look_budget.charge(1.0)  # spent
+    waits = decide_in_budget(deps, *args, LOG)
+    assert waits.asks_look and waits.reason != Reason.RETUNE_FOR_FEWER_PODS
+    assert counts() == (made, deferred + 1)
+    deps.look_budget = LookBudget(0.001)
+    looked = decide_in_budget(deps, *args, LOG)
+    assert looked.state.fewer_pods_looked_at == T0 and not looked.asks_look
+    assert counts() == (made + 1, deferred + 1)
+    assert not deps.look_budget.take(T0)  # the look's CPU was charged

@@ -292,7 +292,8 @@ class TuningStatus(StatusModel):
         description=(
             "When the engine model last looked for a budget move that meets the SLO on fewer "
             "pods (RetuneForFewerPods), or with no pod to save raises what every pod serves "
-            "(RetuneForCapacity); it looks again after the tuner's recheck interval."
+            "(RetuneForCapacity); it looks again after the tuner's recheck interval, when the "
+            "operator's look budget (tuningLookCpuPerMinute) has CPU left."
         ),
     )
     window: list[WindowSample] = Field(

@@ -14,6 +14,7 @@ from vllm_operator.k8s.versions import NewestCopies
 from vllm_operator.metrics.prometheus import PrometheusClientLike, build_prometheus
 from vllm_operator.render.memo import RenderMemo
 from vllm_operator.sim.catalog import Catalog, load_catalog
+from vllm_operator.tuning.look_budget import LookBudget, look_budget_of
 from vllm_operator.tuning.model_capacity import CapacityCache
 
 
@@ -49,6 +50,8 @@ class Deps:
     # the engine profiles and the one cache of model capacities every service's pass shares
     catalog: Catalog = field(default_factory=load_catalog)
     capacity_cache: CapacityCache = field(default_factory=CapacityCache)
+    # rule 9b's looks per minute over every service (tuning/look_budget.py)
+    look_budget: LookBudget = field(default_factory=lambda: look_budget_of(OperatorConfig()))
     # the newest Deployment a pass has used or the Deployment watch has seen: a pass uses it
     # instead of an older event's, and of what it applied when that is older
     deployments: NewestCopies = field(default_factory=lambda: NewestCopies(shared=True))
@@ -67,6 +70,7 @@ def build_deps(env: Mapping[str, str]) -> Deps:
     cfg = load_operator_config(env)
     return Deps(
         cfg=cfg,
+        look_budget=look_budget_of(cfg),
         kube=KubeClient(build_api_client(env.get("KUBECONFIG"))),
         prometheus=build_prometheus(cfg),
     )

@@ -9,6 +9,7 @@ tuning/plan.py; this module only reads the world and carries the plan out.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -34,13 +35,13 @@ from vllm_operator.metrics.prometheus import (
     query_past_period,
     query_snapshot,
 )
-from vllm_operator.observability import AT_BOUND, DECISIONS, PROMETHEUS_ERRORS
+from vllm_operator.observability import AT_BOUND, DECISIONS, LOOKS, PROMETHEUS_ERRORS
 from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide_seeing_spare_gpu
 from vllm_operator.tuning.inputs import canary_on
 from vllm_operator.tuning.limits import compute_at_bound
-from vllm_operator.tuning.model import Decision, MetricsSnapshot
+from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
 from vllm_operator.tuning.persist import records_anew, state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, told, tuning_enabled
@@ -69,10 +70,7 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
             svc.spec, snapshot, state, settings, catalog=deps.catalog, cache=deps.capacity_cache
         )
         capacities = capacity_estimates(found)
-        decision = decide_seeing_spare_gpu(
-            svc.spec, snapshot, state, now, settings, capacities,
-            lambda: observe_spare_pods(deps, svc, logger),
-        )  # fmt: skip
+        decision = decide_in_budget(deps, svc, snapshot, state, now, settings, capacities, logger)
         if canary_on(svc.spec):
             decision = divert_to_canary(decision, state, now)
     if records_anew(previous, decision):  # a repeat changes nothing worth a line
@@ -87,6 +85,33 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
     )  # fmt: skip
     execute_plan(plan, body, deps=deps, logger=logger, now=now)
     return decision
+
+
+def decide_in_budget(
+    deps: Deps,
+    svc: VLLMService,
+    snapshot: MetricsSnapshot,
+    state: TuningState,
+    now: datetime,
+    settings: TuningSettings,
+    capacities: tuple[CapacityEstimate, ...],
+    logger: logging.Logger | Any,
+) -> Decision:
+    """The pass's decision, its look for a budget move within the operator's look budget
+    (tuning/look_budget.py), counted made or deferred."""
+
+    def run(may_look: Callable[[], bool]) -> Decision:
+        def take() -> bool:
+            made = may_look()
+            LOOKS.labels("made" if made else "deferred").inc()
+            return made
+
+        return decide_seeing_spare_gpu(
+            svc.spec, snapshot, state, now, settings, capacities,
+            lambda: observe_spare_pods(deps, svc, logger), take,
+        )  # fmt: skip
+
+    return deps.look_budget.metered(now, run)
 
 
 def fetch_snapshot(

@@ -107,6 +107,7 @@ def decide(
     settings: TuningSettings = _DEFAULT_SETTINGS,
     capacities: tuple[CapacityEstimate, ...] = (),
     spare_pods: int | None = None,
+    may_look: bool = True,
 ) -> Decision:
     """One pass: what to do now, and the state to remember (also when holding).
 
@@ -119,7 +120,10 @@ def decide(
     mode = autotune_mode(spec)
 
     def inputs(acts: bool) -> Inputs:
-        return Inputs(spec, snapshot, base, now, settings, acts, capacities, spare_pods=spare_pods)
+        return Inputs(
+            spec, snapshot, base, now, settings, acts, capacities, spare_pods=spare_pods,
+            may_look=may_look,
+        )  # fmt: skip
 
     if mode != "Recommend":
         return _chain(inputs(mode == "Auto"))
@@ -127,7 +131,9 @@ def decide(
     out = _recommend(acting, advice)
     # the advice's look for fewer pods is remembered, or Recommend would look on every pass
     looked = replace(out.state, fewer_pods_looked_at=advice.state.fewer_pods_looked_at)
-    return replace(out, state=looked, asks_spare_gpu=advice.asks_spare_gpu)
+    return replace(
+        out, state=looked, asks_spare_gpu=advice.asks_spare_gpu, asks_look=advice.asks_look
+    )
 
 
 def decide_seeing_spare_gpu(
@@ -138,18 +144,27 @@ def decide_seeing_spare_gpu(
     settings: TuningSettings,
     capacities: tuple[CapacityEstimate, ...],
     observe_spare_pods: Callable[[], int | None],
+    take_look: Callable[[], bool] | None = None,
 ) -> Decision:
     """`decide`, and once more seeing the free GPUs when the engine model's move pays only if
     its rollout surges. `observe_spare_pods` (the caller's read of the nodes and pods, or the
     bench's count: the surge pods the free GPUs place) is called only then: most passes have no
-    such move, and a pass at 1,000 services must not list the cluster's pods each time."""
-    decision = decide(spec, snapshot, state, now, settings, capacities)
+    such move, and a pass at 1,000 services must not list the cluster's pods each time.
+
+    `take_look` (the operator's look budget, tuning/look_budget.py) is asked for a token only
+    when the service is due for rule 9b's look, which is then made in a second decide; without
+    a token the pass decides without it and the service stays due. None: every look is made."""
+    look = take_look is None
+    decision = decide(spec, snapshot, state, now, settings, capacities, may_look=look)
+    if decision.asks_look and take_look is not None and take_look():
+        look = True
+        decision = decide(spec, snapshot, state, now, settings, capacities)
     if not decision.asks_spare_gpu:
         return decision
     spare = observe_spare_pods()
     if not spare:
         return decision
-    return decide(spec, snapshot, state, now, settings, capacities, spare_pods=spare)
+    return decide(spec, snapshot, state, now, settings, capacities, spare_pods=spare, may_look=look)
 
 
 def _chain(i: Inputs) -> Decision:
@@ -192,6 +207,7 @@ def _rules(i: Inputs) -> Decision:
     return replace(
         _with_verdict(voted, decision or rules.within_slo(voted)),
         asks_spare_gpu=voted.asks_spare_gpu or (decision is not None and decision.asks_spare_gpu),
+        asks_look=voted.asks_look,
     )
 
 

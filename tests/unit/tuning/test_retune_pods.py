@@ -245,6 +245,52 @@ def test_the_handler_looks_for_a_free_gpu_only_when_asked() -> None:
     assert len(looks) == 2  # nothing to surge for: no look
 
 
+def _tokens(*answers: bool) -> tuple[list[bool], Any]:
+    """A look budget that answers `answers` in turn, and the list of what it was asked."""
+    asked: list[bool] = []
+
+    def take() -> bool:
+        asked.append(answers[len(asked)])
+        return asked[-1]
+
+    return asked, take
+
+
+@pytest.mark.parametrize("mode", ["Auto", "Recommend"])
+def test_without_a_token_the_look_waits_and_the_service_stays_due(mode: str) -> None:
+    """The operator's look budget (tuning/look_budget.py): a pass due for a look that gets no
+    token decides without it, and the next pass with a token makes it."""
+    patch = {**BLOG, "autotune": {"mode": mode}}
+    args = (spec(**patch, replicas=PODS), fleet(PODS, RATE), watched(PODS, RATE), T0, SETTINGS)
+    asked, take = _tokens(False, True)
+    waits = decide_seeing_spare_gpu(*args, (), lambda: 1, take)
+    assert asked == [False] and waits.asks_look
+    assert waits.reason != Reason.RETUNE_FOR_FEWER_PODS and waits.action.kind != "SetBudget"
+    assert waits.state.fewer_pods_looked_at is None  # still due
+    made = decide_seeing_spare_gpu(*args, (), lambda: 1, take)
+    assert asked == [False, True] and not made.asks_look
+    assert made.state.fewer_pods_looked_at == T0
+    unbudgeted = decide_seeing_spare_gpu(*args, (), lambda: 1)
+    assert (made.reason, made.action, made.message) == (
+        unbudgeted.reason, unbudgeted.action, unbudgeted.message
+    )  # fmt: skip
+
+
+def test_a_token_is_asked_for_only_when_a_look_is_due() -> None:
+    recent = T0 - SETTINGS.fewer_pods_recheck + timedelta(seconds=1)
+    asked, take = _tokens()
+    args = (spec(**BLOG, replicas=PODS), fleet(PODS, RATE),
+            watched(PODS, RATE, fewer_pods_looked_at=recent), T0, SETTINGS)  # fmt: skip
+    assert not decide_seeing_spare_gpu(*args, (), lambda: 1, take).asks_look
+    overloaded = replace(fleet(PODS, RATE), itl_p95=0.05)  # a problem: rule 1b's pass
+    decide_seeing_spare_gpu(args[0], overloaded, watched(PODS, RATE), T0, SETTINGS, (),
+                            lambda: 1, take)  # fmt: skip
+    off = spec(**{**BLOG, "autotune": {"mode": "Off"}}, replicas=PODS)
+    decide_seeing_spare_gpu(off, fleet(PODS, RATE), watched(PODS, RATE), T0, SETTINGS, (),
+                            lambda: 1, take)  # fmt: skip
+    assert asked == []
+
+
 def test_a_long_ready_time_makes_the_rollout_cost_more_than_it_saves() -> None:
     slow = watched(PODS, RATE, ready_time=ReadyTime(3600.0, T0))
     i = inputs(BLOG, PODS, RATE, slow)
