@@ -188,9 +188,9 @@ def _budgeted(
 ) -> list[float]:
     """CPU seconds of one-minute loops over every service in Auto within the operator's look
     budget at its default, every service due for a look each minute with figures no look has
-    seen (the looks go to other services each minute: the loop starts a look's worth further
-    on), the capacity cache warm for them (a loop whose budget is spent goes first): one figure
-    per loop, BUDGET_MINUTES of them."""
+    seen (each minute's loop starts 1 / BUDGET_MINUTES of the fleet further on, so that its
+    looks go to other services), the capacity cache warm for them (a loop whose budget is spent
+    goes first): one figure per loop, BUDGET_MINUTES of them."""
     rng, budget, cpus = random.Random(3), look_budget_of(OperatorConfig()), []
     auto = _auto(services, kinds)
     for minute in range(BUDGET_MINUTES):

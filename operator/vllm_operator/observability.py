@@ -29,7 +29,7 @@ RECONCILE_SECONDS = Histogram(
 LOOKS = Counter(
     "vllm_operator_tuning_looks",
     "Passes due for a look for a budget move (rule 9b), by outcome: made, or deferred for want "
-    "of the operator's look budget (config tuningLooksPerMinute).",
+    "of CPU in the operator's look budget (config tuningLookCpuPerMinute).",
     ["outcome"],
     registry=REGISTRY,
 )

@@ -50,7 +50,8 @@ class Deps:
     # the engine profiles and the one cache of model capacities every service's pass shares
     catalog: Catalog = field(default_factory=load_catalog)
     capacity_cache: CapacityCache = field(default_factory=CapacityCache)
-    # rule 9b's looks per minute over every service (tuning/look_budget.py)
+    # the CPU a minute rule 9b's looks may spend over every service (tuning/look_budget.py);
+    # build_deps sizes it from cfg, the default is OperatorConfig's
     look_budget: LookBudget = field(default_factory=lambda: look_budget_of(OperatorConfig()))
     # the newest Deployment a pass has used or the Deployment watch has seen: a pass uses it
     # instead of an older event's, and of what it applied when that is older

@@ -151,9 +151,9 @@ def decide_seeing_spare_gpu(
     bench's count: the surge pods the free GPUs place) is called only then: most passes have no
     such move, and a pass at 1,000 services must not list the cluster's pods each time.
 
-    `take_look` (the operator's look budget, tuning/look_budget.py) is asked for a token only
-    when the service is due for rule 9b's look, which is then made in a second decide; without
-    a token the pass decides without it and the service stays due. None: every look is made."""
+    `take_look` (the operator's look budget, tuning/look_budget.py) is asked only when the
+    service is due for rule 9b's look, which is then made in a second decide; when the budget
+    says no, the pass decides without it and the service stays due. None: every look is made."""
     look = take_look is None
     decision = decide(spec, snapshot, state, now, settings, capacities, may_look=look)
     if decision.asks_look and take_look is not None and take_look():

@@ -105,8 +105,8 @@ class Inputs:
     # set when the model's best move did not pay for want of that look: with a free GPU its
     # restarts cost nothing, and the pass is worth deciding again (decide_seeing_spare_gpu)
     asks_spare_gpu: bool = False
-    # whether this pass may make rule 9b's look (the operator's look budget has a token for it,
-    # tuning/look_budget.py); a pass that may not, and would, asks for one (asks_look)
+    # whether this pass may make rule 9b's look (the operator's look budget has CPU for it,
+    # tuning/look_budget.py); a pass that may not, and is due for one, asks (asks_look)
     may_look: bool = True
     asks_look: bool = False
 

@@ -337,5 +337,5 @@ class Decision:
     capacity_source: CapacitySource | None = None  # which capacity the rules trusted
     # the engine model's move would pay if a GPU of the type is free (Inputs.asks_spare_gpu)
     asks_spare_gpu: bool = False
-    # the service is due for rule 9b's look and the pass had no token for it (Inputs.may_look)
+    # the service is due for rule 9b's look, which the pass could not make (Inputs.may_look)
     asks_look: bool = False

@@ -404,7 +404,7 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     looked = i.state.fewer_pods_looked_at
     if looked is not None and i.now - looked < i.settings.fewer_pods_recheck:
         return i, None
-    if not i.may_look:  # due, but the operator's looks this minute are spent: a later pass
+    if not i.may_look:  # due, but the operator's look budget is spent: a later pass
         return replace(i, asks_look=True), None
     i = replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
     move = compute_fewer_pods(i)

@@ -245,7 +245,7 @@ def test_the_handler_looks_for_a_free_gpu_only_when_asked() -> None:
     assert len(looks) == 2  # nothing to surge for: no look
 
 
-def _tokens(*answers: bool) -> tuple[list[bool], Any]:
+def _budget(*answers: bool) -> tuple[list[bool], Any]:
     """A look budget that answers `answers` in turn, and the list of what it was asked."""
     asked: list[bool] = []
 
@@ -257,12 +257,12 @@ def _tokens(*answers: bool) -> tuple[list[bool], Any]:
 
 
 @pytest.mark.parametrize("mode", ["Auto", "Recommend"])
-def test_without_a_token_the_look_waits_and_the_service_stays_due(mode: str) -> None:
-    """The operator's look budget (tuning/look_budget.py): a pass due for a look that gets no
-    token decides without it, and the next pass with a token makes it."""
+def test_when_the_budget_says_no_the_look_waits_and_the_service_stays_due(mode: str) -> None:
+    """The operator's look budget (tuning/look_budget.py): a pass due for a look that the budget
+    refuses decides without it, and the next pass it allows makes it."""
     patch = {**BLOG, "autotune": {"mode": mode}}
     args = (spec(**patch, replicas=PODS), fleet(PODS, RATE), watched(PODS, RATE), T0, SETTINGS)
-    asked, take = _tokens(False, True)
+    asked, take = _budget(False, True)
     waits = decide_seeing_spare_gpu(*args, (), lambda: 1, take)
     assert asked == [False] and waits.asks_look
     assert waits.reason != Reason.RETUNE_FOR_FEWER_PODS and waits.action.kind != "SetBudget"
@@ -276,9 +276,9 @@ def test_without_a_token_the_look_waits_and_the_service_stays_due(mode: str) -> 
     )  # fmt: skip
 
 
-def test_a_token_is_asked_for_only_when_a_look_is_due() -> None:
+def test_the_budget_is_asked_only_when_a_look_is_due() -> None:
     recent = T0 - SETTINGS.fewer_pods_recheck + timedelta(seconds=1)
-    asked, take = _tokens()
+    asked, take = _budget()
     args = (spec(**BLOG, replicas=PODS), fleet(PODS, RATE),
             watched(PODS, RATE, fewer_pods_looked_at=recent), T0, SETTINGS)  # fmt: skip
     assert not decide_seeing_spare_gpu(*args, (), lambda: 1, take).asks_look
