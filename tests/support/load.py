@@ -74,3 +74,8 @@ class BackgroundLoad:
 
     def join(self, timeout: float) -> None:
         self.thread.join(timeout)
+
+    @property
+    def finished(self) -> bool:
+        """Every request sent and answered (False before start)."""
+        return self.thread.ident is not None and not self.thread.is_alive()
