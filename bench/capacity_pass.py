@@ -14,8 +14,9 @@ handlers/tune.py runs them: decide_seeing_spare_gpu, the free GPUs placing two p
 their looks: each service's first, then its next with a new window's figures (arrivals x1.2 and
 the length histograms drawn again), which is what a look every fewer_pods_recheck meets; a
 service looks once per fewer_pods_recheck, so a pass over 1,000 of them makes a tenth of that
-many looks. Then one loop over every service in Auto, each due for a look with figures none has
-seen, within the operator's look budget (tuning/look_budget.py), as handlers/tune.py runs it.
+many looks. Then BUDGET_MINUTES one-minute loops over every service in Auto, each due for a look
+with figures none has seen, within the operator's look budget (tuning/look_budget.py), as
+handlers/tune.py runs them.
 Writes bench/results/capacity_pass.json and .md. A
 figure, not a test: CPU time depends on the machine and on what else runs on it (the load average
 at the start is recorded).
@@ -40,6 +41,7 @@ from vllm_operator.config import OperatorConfig
 from vllm_operator.planning.lengths import Empirical
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.tuning.decide import decide_seeing_spare_gpu
+from vllm_operator.tuning.inputs import autotune_mode
 from vllm_operator.tuning.look_budget import LookBudget, look_budget_of
 from vllm_operator.tuning.model import FleetView, MetricsSnapshot, TuningState
 from vllm_operator.tuning.model_capacity import (
@@ -158,8 +160,7 @@ def _loop(
                 now,
                 lambda may_look, a=args: decide_seeing_spare_gpu(*a, lambda: SPARE_PODS, may_look),
             )
-        mode = spec.autotune.mode if spec.autotune is not None else "Off"
-        status_from_state(decision.state, decision, None, now, mode=mode)
+        status_from_state(decision.state, decision, None, now, mode=autotune_mode(spec))
     return time.process_time() - cpu, time.perf_counter() - wall, found
 
 
