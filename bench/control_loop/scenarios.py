@@ -142,7 +142,7 @@ STEP_AT, STEP_RISE, STEP_FACTOR = 1200.0, 60.0, 3.0  # x3 in one minute at minut
 @dataclass(frozen=True)
 class Scenario:
     profile: Profile
-    workload: str  # conv | code | shift | bursty | diurnal | multiday | step | ramp
+    workload: str  # conv | code | shift | bursty | diurnal | multiday | step | ramp | flat
     duration: float  # virtual seconds of arrivals
     rate: float  # trace rate multiplier, or the synthetic workload's peak rate (req/s)
     start: float = 0.0  # trace seconds to start from
@@ -200,6 +200,8 @@ class Scenario:
             )
         if self.workload == "ramp":
             return f"slow ramp {low} -> {self.rate:g} req/s over the run, {sizes}, {minutes}"
+        if self.workload == "flat":
+            return f"flat {self.rate:g} req/s, {sizes}, {minutes}"
         rates = f"{low} -> {self.rate:g} -> {low} req/s"
         return f"diurnal ramp {rates}, {sizes}, {minutes}"
 
@@ -243,6 +245,8 @@ class Scenario:
                         seed=self.seed)  # fmt: skip
         if self.workload == "ramp":
             return ramp(self.rate / 6, self.rate, self.duration, prompt, output, seed=self.seed)
+        if self.workload == "flat":  # bench/window_spread.py: a steady Poisson load
+            return ramp(self.rate, self.rate, self.duration, prompt, output, seed=self.seed)
         raise ValueError(f"unknown workload {self.workload!r}")
 
 
