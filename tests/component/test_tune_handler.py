@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import requests
 
 from tests.component.handlers import (
@@ -17,13 +19,14 @@ from tests.component.handlers import (
     serve,
     service,
 )
+from tests.component.test_status_write import tuner_patch
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import FakePrometheus, Recording, load
 from tests.unit.tuning.support import T0, spec
 from tests.unit.tuning.test_retune_pods import BLOG, PODS, RATE, fleet, watched
 from vllm_operator import constants as c
 from vllm_operator.api.v1alpha1 import VLLMService
-from vllm_operator.handlers.tune import decide_in_budget, tune
+from vllm_operator.handlers.tune import decide_in_budget, tune, write_tuner_status
 from vllm_operator.metrics.past_period import past_span
 from vllm_operator.observability import REGISTRY
 from vllm_operator.status.pods import selector_for
@@ -73,6 +76,61 @@ def test_a_scale_up_applies_replicas_under_the_tuners_field_manager() -> None:
     assert tuning["lastDecisions"][-1]["reason"] == "ScaleUpRejections"
     assert condition(service(kube), c.COND_TUNING_ACTIVE)["reason"] == "ScaleUpRejections"
     assert [(e["reason"], e["type"]) for e in kube.events[-1:]] == [("ScaleUpRejections", "Normal")]
+
+
+class Killed(BaseException):
+    """The operator SIGKILLed between two writes of a pass (tests/faults/test_ha.py)."""
+
+
+def scale_steps(kube: FakeKube) -> list[tuple[int, int]]:
+    records = service(kube)["status"]["tuning"]["lastDecisions"]
+    return [(d["fromValue"], d["toValue"]) for d in records if d["action"] == "ScaleReplicas"]
+
+
+def test_a_count_recorded_and_not_applied_is_applied_by_the_next_pass(monkeypatch: Any) -> None:
+    # the pass records 2 -> 3 and dies before its replicas patch: the next pass (the standby's,
+    # after an HA handover) decides from 3, and the Deployment ends at the recorded count
+    slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
+    kube, deps, body = served(TRAFFIC, slo=slo)
+    apply = kube.apply
+
+    def dies_before_the_replicas(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if obj["kind"] == "Deployment" and kw["field_manager"] == c.FM_TUNER:
+            raise Killed
+        return apply(obj, **kw)
+
+    monkeypatch.setattr(kube, "apply", dies_before_the_replicas)
+    with pytest.raises(Killed):
+        tune(body, deps=deps, logger=LOG)
+    assert service(kube)["status"]["tuning"]["desiredReplicas"] == 3
+    assert deployment(kube)["spec"]["replicas"] == 2
+    monkeypatch.setattr(kube, "apply", apply)
+
+    tune(service(kube), deps=deps, logger=LOG)
+
+    steps = scale_steps(kube)
+    assert steps.count((2, 3)) == 1, steps  # not decided again from the lagging Deployment
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(steps)), steps
+    desired = service(kube)["status"]["tuning"]["desiredReplicas"]
+    assert deployment(kube)["spec"]["replicas"] == desired == steps[-1][1]
+
+
+def test_a_pass_whose_status_write_is_dropped_writes_nothing_else() -> None:
+    # a pass read before a newer pass decided: its write is refused (handlers/status_write.py),
+    # and so are its replicas patch and its Event, which that record would have explained
+    slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
+    kube, deps, older = served(TRAFFIC, slo=slo)
+    newer = {"desiredReplicas": 2, "scaleDownVotes": 1}  # a newer pass's memory: it held
+    write_tuner_status(deps, service(kube), tuner_patch(**newer), LOG)
+    writes, events = len(kube.applies), len(kube.events)
+
+    decision = tune(older, deps=deps, logger=LOG)
+
+    assert decision is not None and decision.action.kind == "ScaleReplicas"
+    assert [a.kind for a in kube.applies[writes:]] == [c.KIND]  # the refused status write only
+    assert len(kube.events) == events
+    assert service(kube)["status"]["tuning"] == newer
+    assert deployment(kube)["spec"]["replicas"] == 2
 
 
 def test_a_budget_change_lands_in_status_and_re_renders_the_deployment() -> None:

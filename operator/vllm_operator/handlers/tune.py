@@ -45,6 +45,7 @@ from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapsh
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
 from vllm_operator.tuning.persist import records_anew, state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, told, tuning_enabled
+from vllm_operator.tuning.replicas import applied_replicas
 from vllm_operator.tuning.report import build_fleet_view
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
@@ -59,7 +60,8 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
         return None
     now = deps.clock()
     settings = TuningSettings().time_scaled(deps.cfg.tuning_time_scale)
-    snapshot = fetch_snapshot(deps, svc, now, settings)
+    deployment = deps.kube.get("apps/v1", "Deployment", svc.namespace or "", svc.name)
+    snapshot = fetch_snapshot(deps, svc, now, settings, deployment)
     previous = svc.status.tuning if svc.status else None
     state = state_from_status(previous, svc.spec, settings)
     if state.canary is not None:  # the canary's verdict takes the pass (docs/rollouts.md §5)
@@ -81,7 +83,7 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
     conditions = (body.get("status") or {}).get("conditions") or []
     plan = build_tune_plan(
         svc, decision, snapshot, now, settings, window=deps.cfg.metrics_window,
-        conditions=conditions,
+        conditions=conditions, applied_replicas=applied_replicas(deployment),
     )  # fmt: skip
     execute_plan(plan, body, deps=deps, logger=logger, now=now)
     return decision
@@ -115,11 +117,14 @@ def decide_in_budget(
 
 
 def fetch_snapshot(
-    deps: Deps, svc: VLLMService, now: datetime, settings: TuningSettings
+    deps: Deps,
+    svc: VLLMService,
+    now: datetime,
+    settings: TuningSettings,
+    deployment: dict[str, Any] | None,
 ) -> MetricsSnapshot:
     """The Deployment's rollout and the service's figures over the metrics window."""
     namespace, name = svc.namespace or "", svc.name
-    deployment = deps.kube.get("apps/v1", "Deployment", namespace, name)
     # the pods' creation-to-Ready times are the forecast's horizon (tuning/forecast.py)
     pods = deps.kube.list("v1", "Pod", namespace, selector_for(name)) if deployment else []
     fleet = build_fleet_view(deployment, pods)
@@ -158,7 +163,8 @@ def execute_plan(
     logger: logging.Logger | Any,
     now: datetime,
 ) -> None:
-    """The plan's writes, in order: replicas, status, events, then the re-render."""
+    """The plan's writes, in order: status, replicas, events, then the re-render; none after a
+    status write that is dropped (tuning/plan.py: the status is the record the rest follows)."""
     decision = plan.decision
     DECISIONS.labels(
         decision.action.kind, decision.reason.value, str(decision.applied).lower()
@@ -166,9 +172,10 @@ def execute_plan(
     meta = body["metadata"]
     for field, pinned in compute_at_bound(decision.pinned).items():
         AT_BOUND.labels(meta["namespace"], meta["name"], field).set(pinned)
+    if not write_tuner_status(deps, body, plan.status_patch, logger):
+        return
     if plan.replicas_patch is not None:
         deps.kube.apply(plan.replicas_patch, field_manager=c.FM_TUNER)
-    write_tuner_status(deps, body, plan.status_patch, logger)
     for event in plan.events:
         deps.kube.emit_event(
             body, type=event.type, reason=event.reason, message=event.message, now=now
@@ -182,8 +189,9 @@ def execute_plan(
 
 def write_tuner_status(
     deps: Deps, body: dict[str, Any], patch: dict[str, Any], logger: logging.Logger | Any
-) -> None:
-    """The pass's memory, onto the status it was decided from (handlers/status_write.py).
+) -> bool:
+    """The pass's memory, onto the status it was decided from (handlers/status_write.py); False
+    when the write is dropped.
 
     A write that finds the service changed since `body` goes again onto a fresh read when only
     other fields moved (the reconcile's status). It is dropped when the spec or the tuner's memory
@@ -195,7 +203,7 @@ def write_tuner_status(
     for _ in range(STALE_ATTEMPTS):
         try:
             deps.services.note(apply_status(deps.kube, read, patch, field_manager=c.FM_TUNER))
-            return
+            return True
         except StaleReadError:
             fresh = deps.kube.get(c.API_VERSION, c.KIND, meta["namespace"], meta["name"])
             if fresh is None or not tuner_read_holds(body, fresh):
@@ -205,3 +213,4 @@ def write_tuner_status(
         "%s/%s: the service changed under this tuning pass; its status write is dropped",
         meta["namespace"], meta["name"],
     )  # fmt: skip
+    return False

@@ -5,6 +5,11 @@
 (bench/control_loop/policies.py) against its simulated fleet. Both therefore act on a decision
 in the same way: replicas only when the decision applies a scale, a re-render (a restart of
 every pod) only when it applies a budget change, an Event for every decision that is not a hold.
+
+The status is the record of what the tuner decided, and is written first; the Deployment follows
+it. A pass that dies between the two (an HA leader SIGKILLed) leaves a count recorded and not
+applied: the next pass, by either operator, applies the recorded count instead of deciding the
+same step again from the Deployment's lagging one.
 """
 
 from __future__ import annotations
@@ -45,8 +50,8 @@ class TunePlan:
     """Every write one tuning pass makes, in the order the executor makes them."""
 
     decision: Decision
-    replicas_patch: dict[str, Any] | None  # the Deployment's spec.replicas, tuner's field manager
     status_patch: dict[str, Any]  # the VLLMService status subresource, tuner's field manager
+    replicas_patch: dict[str, Any] | None  # the Deployment's spec.replicas, tuner's field manager
     events: tuple[PlannedEvent, ...]
     rerender: bool  # a budget moved: render status.tuning.overrides into the Deployment now
     overrides: dict[str, int]  # BudgetKey -> value in force after the pass (what rerender renders)
@@ -74,13 +79,18 @@ def build_tune_plan(
     *,
     window: str,
     conditions: list[dict[str, Any]],
+    applied_replicas: int | None = None,
 ) -> TunePlan:
     """The plan of one pass. `svc` is the service as read (its status.tuning is the previous
-    one); `conditions` its stored status.conditions as written; `window` the metrics window."""
+    one); `conditions` its stored status.conditions as written; `window` the metrics window;
+    `applied_replicas` the Deployment's spec.replicas where the tuner owns it, else None."""
     action = decision.action
-    replicas_patch = None
+    count = decision.state.desired_replicas
     if decision.applied and action.kind == "ScaleReplicas" and action.to_value is not None:
-        replicas_patch = build_replicas_patch(svc, action.to_value)
+        count = action.to_value
+    elif applied_replicas is None or count == applied_replicas:
+        count = None  # nothing decided, nothing recorded and missing
+    replicas_patch = None if count is None else build_replicas_patch(svc, count)
     previous = svc.status.tuning if svc.status else None
     mode = svc.spec.autotune.mode if svc.spec.autotune else "Off"
     tuning = status_from_state(
@@ -97,13 +107,13 @@ def build_tune_plan(
         events = (PlannedEvent(decision.reason.value, told(decision)),)
     return TunePlan(
         decision=decision,
-        replicas_patch=replicas_patch,
         status_patch={
             "apiVersion": c.API_VERSION,
             "kind": c.KIND,
             "metadata": {"name": svc.name, "namespace": svc.namespace or ""},
             "status": status,
         },
+        replicas_patch=replicas_patch,
         events=events,
         rerender=decision.applied and action.kind in BUDGET_ACTIONS,
         overrides=dict(decision.state.overrides),

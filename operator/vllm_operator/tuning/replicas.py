@@ -39,3 +39,12 @@ def build_replicas_patch(svc: VLLMService, replicas: int) -> dict[str, Any]:
         "metadata": {"name": svc.name, "namespace": svc.namespace},
         "spec": {"replicas": replicas},
     }
+
+
+def applied_replicas(deployment: dict[str, Any] | None) -> int | None:
+    """The Deployment's spec.replicas where the tuner owns it, else None (not created yet, or
+    not handed over: the renderer's count is not the tuner's to complete)."""
+    if not tuner_owns_replicas(deployment):
+        return None
+    count = ((deployment or {}).get("spec") or {}).get("replicas")
+    return count if isinstance(count, int) else None

@@ -97,3 +97,29 @@ def test_a_real_decision_plans_what_it_says() -> None:
     assert decision.reason == Reason.SCALE_UP_REJECTIONS
     plan = plan_for(decision)
     assert plan.replicas == decision.action.to_value == 3
+
+
+def completing(decision: Decision, applied: int | None) -> TunePlan:
+    return build_tune_plan(
+        service(), decision, snap(), T0, TuningSettings(), window="2m", conditions=[],
+        applied_replicas=applied,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "applied", "patched"),
+    [
+        ("Hold", 2, 4),  # recorded 4, the Deployment at 2: the pass that recorded it died
+        ("Hold", 4, None),  # in force already
+        ("Hold", None, None),  # not the tuner's count (not handed over, no Deployment)
+        ("ScaleReplicas", 2, 3),  # a decided step is the count
+        ("ScaleReplicas", 3, 3),  # applied even where it stands: the decision says so
+    ],
+)
+def test_the_recorded_count_is_applied_where_the_deployment_lacks_it(
+    kind: str, applied: int | None, patched: int | None
+) -> None:
+    action = Action(kind) if kind == "Hold" else Action(kind, "replicas", 4, 3)
+    remembered = state(desired_replicas=4 if kind == "Hold" else 3)
+    plan = completing(Decision(action, Reason.WITHIN_SLO, "why", {}, remembered), applied)
+    assert plan.replicas == patched
