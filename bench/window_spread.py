@@ -66,10 +66,17 @@ def _crossing(points: list[tuple[float, float]], level: float) -> float | None:
     return None
 
 
+def by_pods(runs: list[Run]) -> list[tuple[int, list[Run]]]:
+    """The runs of each fleet size, fewest pods first, each by rate."""
+    return [
+        (pods, sorted((r for r in runs if r.pods == pods), key=lambda r: r.rate))
+        for pods in sorted({r.pods for r in runs})
+    ]
+
+
 def summarise(runs: list[Run]) -> list[dict[str, Any]]:
     rows = []
-    for pods in sorted({r.pods for r in runs}):
-        mine = sorted((r for r in runs if r.pods == pods), key=lambda r: r.rate)
+    for pods, mine in by_pods(runs):
         capacity = _crossing([(r.rate, r.long_run_ratio) for r in mine], 1.0)
         # the highest rate tried below the first that missed the target (a lucky run above a
         # miss does not count)
@@ -125,8 +132,7 @@ def _plot(runs: list[Run], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for pods in sorted({r.pods for r in runs}):
-        mine = sorted((r for r in runs if r.pods == pods), key=lambda r: r.rate)
+    for pods, mine in by_pods(runs):
         ax.plot([r.rate for r in mine], [r.window_share for r in mine], "o-", label=f"{pods} pods")
     ax.axhline(WINDOW_TARGET, color="grey", linestyle=":", label="99% of windows")
     ax.set_xlabel("arrivals per pod (req/s)")

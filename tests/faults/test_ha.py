@@ -95,8 +95,10 @@ def test_leader_killed_during_tuning_no_action_taken_twice(
     record_property: Any,
 ) -> None:
     """503s over budget: the leader scales up and is SIGKILLed as soon as its decision is in
-    status. The standby takes the Lease once the leader's expires and tunes on from status; in the
-    audit log every replicas patch of the tuner is one applied ScaleReplicas decision."""
+    status, before or after its replicas patch (the record goes first: tuning/plan.py). The
+    standby takes the Lease once the leader's expires and tunes on from status, applying a
+    recorded count the Deployment lacks; in the audit log every replicas patch of the tuner is
+    one applied ScaleReplicas decision."""
     coord = client.CoordinationV1Api(cluster.api)
     wait_until(
         lambda: lease_holder(coord, namespace) == "op-0", timeout=60, what="op-0 holds the Lease"

@@ -38,7 +38,7 @@ def _outcomes(path: Path) -> list[dict[str, object]]:
     return out
 
 
-@pytest.mark.timeout(300)  # a hang guard: ~20 s alone, 60 s was passed under load
+@pytest.mark.timeout(300)  # a hang guard: ~20 s alone, past 60 s under load
 def test_quick_run_writes_every_policy_and_is_reproducible(tmp_path: Path) -> None:
     assert main([*ARGS, "--out", str(tmp_path / "a")]) == 0
     table = (tmp_path / "a" / "control_loop.md").read_text()
