@@ -87,26 +87,45 @@ def scale_steps(kube: FakeKube) -> list[tuple[int, int]]:
     return [(d["fromValue"], d["toValue"]) for d in records if d["action"] == "ScaleReplicas"]
 
 
-def test_a_count_recorded_and_not_applied_is_applied_by_the_next_pass(monkeypatch: Any) -> None:
-    # the pass records 2 -> 3 and dies before its replicas patch: the next pass (the standby's,
-    # after an HA handover) decides from 3, and the Deployment ends at the recorded count
+def die_at_write(kube: FakeKube, monkeypatch: Any, n: int) -> None:
+    """The operator dies as it makes the pass's write number `n` (0: the first): that write and
+    every one after it never happen."""
+    made = itertools.count()
+
+    def dying(write: Any) -> Any:
+        def wrapped(*args: Any, **kw: Any) -> Any:
+            if next(made) >= n:
+                raise Killed
+            return write(*args, **kw)
+
+        return wrapped
+
+    monkeypatch.setattr(kube, "apply", dying(kube.apply))
+    monkeypatch.setattr(kube, "emit_event", dying(kube.emit_event))
+
+
+@pytest.mark.parametrize("dies_at", [0, 1, 2], ids=["status", "replicas", "event"])
+def test_a_pass_killed_at_any_write_is_neither_lost_nor_taken_twice(
+    monkeypatch: Any, dies_at: int
+) -> None:
+    # a scale-up pass (status, replicas, Event) killed at each write in turn; the next pass (the
+    # standby's after an HA handover) decides from what was recorded, and the Deployment ends at
+    # the recorded count: with the replicas written first, a pass killed before its record had
+    # the next one decide the same step again (tests/faults/test_ha.py)
     slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
     kube, deps, body = served(TRAFFIC, slo=slo)
-    apply = kube.apply
+    with monkeypatch.context() as m:
+        die_at_write(kube, m, dies_at)
+        with pytest.raises(Killed):
+            tune(body, deps=deps, logger=LOG)
+    recorded = dies_at > 0
+    assert service(kube)["status"].get("tuning", {}).get("desiredReplicas") == (
+        3 if recorded else None
+    )
+    assert deployment(kube)["spec"]["replicas"] == (3 if dies_at > 1 else 2)
 
-    def dies_before_the_replicas(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        if obj["kind"] == "Deployment" and kw["field_manager"] == c.FM_TUNER:
-            raise Killed
-        return apply(obj, **kw)
-
-    monkeypatch.setattr(kube, "apply", dies_before_the_replicas)
-    with pytest.raises(Killed):
-        tune(body, deps=deps, logger=LOG)
-    assert service(kube)["status"]["tuning"]["desiredReplicas"] == 3
-    assert deployment(kube)["spec"]["replicas"] == 2
-    monkeypatch.setattr(kube, "apply", apply)
-
-    tune(service(kube), deps=deps, logger=LOG)
+    for _ in range(2):
+        tune(service(kube), deps=deps, logger=LOG)
 
     steps = scale_steps(kube)
     assert steps.count((2, 3)) == 1, steps  # not decided again from the lagging Deployment
