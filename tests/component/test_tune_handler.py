@@ -134,6 +134,30 @@ def test_a_pass_killed_at_any_write_is_neither_lost_nor_taken_twice(
     assert deployment(kube)["spec"]["replicas"] == desired == steps[-1][1]
 
 
+@pytest.mark.parametrize("dies_at", [0, 1, 2], ids=["status", "event", "re-render"])
+def test_a_budget_move_killed_at_any_write_reaches_the_pods_once(
+    monkeypatch: Any, dies_at: int
+) -> None:
+    # a budget move's pass (status, Event, re-render) killed at each write in turn: the next
+    # pass renders the recorded override into the Deployment rather than judging, later, a
+    # change no pod runs, and decides the move only once
+    kube, deps, body = served(TRAFFIC, **auto())
+    with monkeypatch.context() as m:
+        die_at_write(kube, m, dies_at)
+        with pytest.raises(Killed):
+            tune(body, deps=deps, logger=LOG)
+    assert "64" in args(kube)  # not rendered yet
+
+    tune(service(kube), deps=deps, logger=LOG)
+
+    flags = args(kube)
+    assert flags[flags.index("--max-num-queued-reqs") + 1] == "128"
+    tuning = service(kube)["status"]["tuning"]
+    assert tuning["overrides"] == {"maxRequests": 128}
+    moves = [d for d in tuning["lastDecisions"] if d["action"] == "SetBudget"]
+    assert len(moves) == 1, moves
+
+
 def test_a_pass_whose_status_write_is_dropped_writes_nothing_else() -> None:
     # a pass read before a newer pass decided: its write is refused (handlers/status_write.py),
     # and so are its replicas patch and its Event, which that record would have explained

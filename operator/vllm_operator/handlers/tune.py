@@ -36,14 +36,16 @@ from vllm_operator.metrics.prometheus import (
     query_snapshot,
 )
 from vllm_operator.observability import AT_BOUND, DECISIONS, LOOKS, PROMETHEUS_ERRORS
+from vllm_operator.render import RenderError
+from vllm_operator.render.rollout import pod_template_hash
 from vllm_operator.status.pods import selector_for
 from vllm_operator.tuning.canary import divert_to_canary
 from vllm_operator.tuning.decide import decide_seeing_spare_gpu
-from vllm_operator.tuning.inputs import canary_on
+from vllm_operator.tuning.inputs import autotune_mode, canary_on
 from vllm_operator.tuning.limits import compute_at_bound
 from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.model_capacity import capacity_estimates, model_capacity
-from vllm_operator.tuning.persist import records_anew, state_from_status
+from vllm_operator.tuning.persist import budget_values, records_anew, state_from_status
 from vllm_operator.tuning.plan import TunePlan, build_tune_plan, told, tuning_enabled
 from vllm_operator.tuning.replicas import applied_replicas
 from vllm_operator.tuning.report import build_fleet_view
@@ -85,8 +87,32 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
         svc, decision, snapshot, now, settings, window=deps.cfg.metrics_window,
         conditions=conditions, applied_replicas=applied_replicas(deployment),
     )  # fmt: skip
+    if not plan.rerender and rendered_lags(deps, svc, plan.overrides, deployment):
+        plan = replace(plan, rerender=True)
     execute_plan(plan, body, deps=deps, logger=logger, now=now)
     return decision
+
+
+def rendered_lags(
+    deps: Deps, svc: VLLMService, overrides: dict[str, int], deployment: dict[str, Any] | None
+) -> bool:
+    """The Deployment's pod template is not the one the service renders to with the overrides
+    the pass leaves in force (autotune mode Auto only: no other mode renders them). A pass that
+    recorded a budget move and died before its re-render leaves that (tuning/plan.py); without
+    the re-render the next passes would judge a change no pod runs."""
+    if deployment is None or autotune_mode(svc.spec) != "Auto":
+        return False
+    try:
+        rendered = deps.renders.render(svc, deps.cfg, budget_values(overrides))
+    except RenderError:  # the reconcile reports it; nothing renders
+        return False
+    desired = next(
+        (m for m in rendered.manifests if m["kind"] == "Deployment"
+         and m["metadata"]["name"] == svc.name),
+        None,
+    )  # fmt: skip
+    stored = pod_template_hash(deployment, c.LABEL_SPEC_HASH)
+    return desired is not None and stored != pod_template_hash(desired, c.LABEL_SPEC_HASH)
 
 
 def decide_in_budget(

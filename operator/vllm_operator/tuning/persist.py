@@ -165,6 +165,12 @@ def _pending_status(p: PendingRetune) -> PendingRetuneStatus:
     )
 
 
+def budget_values(overrides: Mapping[str, int]) -> BudgetValues:
+    """The tuner's overrides (BudgetKey -> value) as status.tuning.overrides and the renderer
+    take them."""
+    return BudgetValues(**{f.attr: overrides.get(f.key) for f in BUDGET_FIELDS})
+
+
 def status_from_state(
     state: TuningState,
     decision: Decision,
@@ -179,10 +185,9 @@ def status_from_state(
     `mode` is the autotune mode in force (spec.autotune.mode); the previous one is kept when None.
     """
     restarts = [t for t in state.restart_times if now - t < settings.restart_window]
-    overrides = {f.attr: state.overrides.get(f.key) for f in BUDGET_FIELDS}
     return TuningStatus(
         mode=mode if mode is not None else (previous.mode if previous is not None else None),
-        overrides=BudgetValues(**overrides) if state.overrides else None,
+        overrides=budget_values(state.overrides) if state.overrides else None,
         desired_replicas=state.desired_replicas,
         last_evaluated=now,
         last_decisions=_history(previous, _record(decision, now)),

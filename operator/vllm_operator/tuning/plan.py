@@ -7,9 +7,10 @@ in the same way: replicas only when the decision applies a scale, a re-render (a
 every pod) only when it applies a budget change, an Event for every decision that is not a hold.
 
 The status is the record of what the tuner decided, and is written first; the Deployment follows
-it. A pass that dies between the two (an HA leader SIGKILLed) leaves a count recorded and not
-applied: the next pass, by either operator, applies the recorded count instead of deciding the
-same step again from the Deployment's lagging one.
+it. A pass that dies between the two (an HA leader SIGKILLed) leaves a count or a budget
+recorded and not applied: the next pass, by either operator, applies the recorded count and
+re-renders the recorded overrides (handlers/tune.py: rendered_lags), instead of deciding the
+same step again from the Deployment's lagging count or judging a budget no pod runs.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ class TunePlan:
     status_patch: dict[str, Any]  # the VLLMService status subresource, tuner's field manager
     replicas_patch: dict[str, Any] | None  # the Deployment's spec.replicas, tuner's field manager
     events: tuple[PlannedEvent, ...]
-    rerender: bool  # a budget moved: render status.tuning.overrides into the Deployment now
+    # a budget moved, or the Deployment lacks the overrides in force (handlers/tune.py:
+    # rendered_lags): render status.tuning.overrides into the Deployment now
+    rerender: bool
     overrides: dict[str, int]  # BudgetKey -> value in force after the pass (what rerender renders)
 
     @property
