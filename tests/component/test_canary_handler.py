@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from tests.component.handlers import LOG, deployment, deps_for, example, serve, service
 from tests.component.test_rollout_strategy import node, other_pod
+from tests.component.test_tune_handler import Killed, die_at_write
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import Recording, load
 from vllm_operator import constants as c
@@ -160,3 +163,28 @@ def bound_pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
         },
         "status": {"phase": "Running"},
     }
+
+
+def test_a_canary_its_pass_recorded_and_never_created_is_created_by_the_next_pass(
+    monkeypatch: Any,
+) -> None:
+    # the pass that starts the canary dies after its record, before its Event and re-render
+    # (tests/component/test_tune_handler.py): the next pass creates the canary Deployment
+    kube = FakeKube()
+    deps = deps_for(kube, TRAFFIC.now)
+    deps.prometheus = GroupedPrometheus({"all": TRAFFIC, "stable": TRAFFIC, "canary": TRAFFIC})
+    serve(kube, example("autotune-recommend.yaml", replicas=2, slo=SLO, autotune=AUTO), deps)
+    with monkeypatch.context() as m:
+        die_at_write(kube, m, 1)
+        with pytest.raises(Killed):
+            tune(service(kube), deps=deps, logger=LOG)
+    assert service(kube)["status"]["tuning"]["canary"]["toValue"] == 128
+    assert canary_of(kube) is None
+
+    deps.clock = lambda: TRAFFIC.now + timedelta(seconds=10)
+    waiting = tune(service(kube), deps=deps, logger=LOG)
+
+    assert waiting is not None and waiting.reason == Reason.CANARY_JUDGING
+    canary = canary_of(kube)
+    assert canary is not None and flag(canary, "--max-num-queued-reqs") == "128"
+    assert flag(deployment(kube), "--max-num-queued-reqs") == "64"  # the stable pods keep theirs

@@ -85,14 +85,21 @@ def judge_running_canary(
     snapshot: MetricsSnapshot,
     now: datetime,
     settings: TuningSettings,
+    logger: logging.Logger | Any,
 ) -> Decision:
-    """The tuning pass while a canary runs: its readiness and both sides' figures, judged."""
+    """The tuning pass while a canary runs: its readiness and both sides' figures, judged.
+
+    A canary recorded in status whose Deployment is missing is applied here: the pass that
+    recorded it died before its re-render (tuning/plan.py). The resync would apply it too, but
+    up to resyncSeconds (300 s) later, a quarter of the canary's deadline."""
     canary = state.canary
     assert canary is not None
     namespace = svc.namespace or ""
     if canary.ready_at is None:
-        dep = deps.kube.get("apps/v1", "Deployment", namespace, canary_name(svc.name)) or {}
-        if int(dep.get("status", {}).get("readyReplicas", 0)) >= 1:
+        dep = deps.kube.get("apps/v1", "Deployment", namespace, canary_name(svc.name))
+        if dep is None:
+            sync_canary(deps, svc, logger)
+        elif int(dep.get("status", {}).get("readyReplicas", 0)) >= 1:
             canary = replace(canary, ready_at=now)
             state = replace(state, canary=canary)
     window = parse_duration(deps.cfg.metrics_window)

@@ -68,7 +68,7 @@ def tune(body: dict[str, Any], *, deps: Deps, logger: logging.Logger | Any) -> D
     state = state_from_status(previous, svc.spec, settings)
     if state.canary is not None:  # the canary's verdict takes the pass (docs/rollouts.md §5)
         state = normalize_state(state, svc.spec, settings, now)
-        decision = judge_running_canary(deps, svc, state, snapshot, now, settings)
+        decision = judge_running_canary(deps, svc, state, snapshot, now, settings, logger)
     else:
         found = model_capacity(
             svc.spec, snapshot, state, settings, catalog=deps.catalog, cache=deps.capacity_cache
