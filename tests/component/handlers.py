@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 from datetime import datetime
 from pathlib import Path
@@ -73,3 +74,24 @@ def serve(kube: FakeKube, obj: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 def condition(body: dict[str, Any], type_: str) -> dict[str, Any]:
     return next(x for x in body["status"]["conditions"] if x["type"] == type_)
+
+
+class Killed(BaseException):
+    """The operator SIGKILLed between two writes of a pass (tests/faults/test_ha.py)."""
+
+
+def die_at_write(kube: FakeKube, monkeypatch: Any, n: int) -> None:
+    """The operator dies as it makes the pass's write number `n` (0: the first): that write and
+    every one after it never happen."""
+    made = itertools.count()
+
+    def dying(write: Any) -> Any:
+        def wrapped(*args: Any, **kw: Any) -> Any:
+            if next(made) >= n:
+                raise Killed
+            return write(*args, **kw)
+
+        return wrapped
+
+    monkeypatch.setattr(kube, "apply", dying(kube.apply))
+    monkeypatch.setattr(kube, "emit_event", dying(kube.emit_event))

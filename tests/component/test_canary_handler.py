@@ -14,9 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.component.handlers import LOG, deployment, deps_for, example, serve, service
+from tests.component.handlers import (
+    LOG,
+    Killed,
+    deployment,
+    deps_for,
+    die_at_write,
+    example,
+    serve,
+    service,
+)
 from tests.component.test_rollout_strategy import node, other_pod
-from tests.component.test_tune_handler import Killed, die_at_write
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import Recording, load
 from vllm_operator import constants as c

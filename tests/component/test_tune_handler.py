@@ -12,9 +12,11 @@ import requests
 
 from tests.component.handlers import (
     LOG,
+    Killed,
     condition,
     deployment,
     deps_for,
+    die_at_write,
     example,
     serve,
     service,
@@ -38,6 +40,8 @@ TRAFFIC = load("traffic-two-pods.json")  # 503 ratio 62%, TTFT p95 39 ms, KV 0%,
 IDLE = load("idle-two-pods.json")  # no requests at all
 # the blog's budgets on 5 pods within the SLO: the look finds a move (test_retune_pods.py)
 BLOG_SPEC = spec(**BLOG, replicas=PODS).model_dump(by_alias=True, exclude_none=True)
+# TTFT without headroom: rule 2 scales up on the recording's 503s
+TIGHT_SLO = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
 BOUNDS = {"maxRequests": {"min": 16, "max": 256}, "maxActiveSeqs": {"min": 4, "max": 32}}
 
 
@@ -60,8 +64,7 @@ def args(kube: FakeKube) -> list[str]:
 
 def test_a_scale_up_applies_replicas_under_the_tuners_field_manager() -> None:
     # TTFT without headroom (SLO 10 ms): rule 2 scales
-    slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
-    kube, deps, body = served(TRAFFIC, slo=slo)
+    kube, deps, body = served(TRAFFIC, slo=TIGHT_SLO)
     before = len(kube.applies)
     decision = tune(body, deps=deps, logger=LOG)
     assert decision is not None and decision.reason == Reason.SCALE_UP_REJECTIONS
@@ -78,30 +81,9 @@ def test_a_scale_up_applies_replicas_under_the_tuners_field_manager() -> None:
     assert [(e["reason"], e["type"]) for e in kube.events[-1:]] == [("ScaleUpRejections", "Normal")]
 
 
-class Killed(BaseException):
-    """The operator SIGKILLed between two writes of a pass (tests/faults/test_ha.py)."""
-
-
 def scale_steps(kube: FakeKube) -> list[tuple[int, int]]:
     records = service(kube)["status"]["tuning"]["lastDecisions"]
     return [(d["fromValue"], d["toValue"]) for d in records if d["action"] == "ScaleReplicas"]
-
-
-def die_at_write(kube: FakeKube, monkeypatch: Any, n: int) -> None:
-    """The operator dies as it makes the pass's write number `n` (0: the first): that write and
-    every one after it never happen."""
-    made = itertools.count()
-
-    def dying(write: Any) -> Any:
-        def wrapped(*args: Any, **kw: Any) -> Any:
-            if next(made) >= n:
-                raise Killed
-            return write(*args, **kw)
-
-        return wrapped
-
-    monkeypatch.setattr(kube, "apply", dying(kube.apply))
-    monkeypatch.setattr(kube, "emit_event", dying(kube.emit_event))
 
 
 @pytest.mark.parametrize("dies_at", [0, 1, 2], ids=["status", "replicas", "event"])
@@ -112,8 +94,7 @@ def test_a_pass_killed_at_any_write_is_neither_lost_nor_taken_twice(
     # standby's after an HA handover) decides from what was recorded, and the Deployment ends at
     # the recorded count: with the replicas written first, a pass killed before its record had
     # the next one decide the same step again (tests/faults/test_ha.py)
-    slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
-    kube, deps, body = served(TRAFFIC, slo=slo)
+    kube, deps, body = served(TRAFFIC, slo=TIGHT_SLO)
     with monkeypatch.context() as m:
         die_at_write(kube, m, dies_at)
         with pytest.raises(Killed):
@@ -161,8 +142,7 @@ def test_a_budget_move_killed_at_any_write_reaches_the_pods_once(
 def test_a_pass_whose_status_write_is_dropped_writes_nothing_else() -> None:
     # a pass read before a newer pass decided: its write is refused (handlers/status_write.py),
     # and so are its replicas patch and its Event, which that record would have explained
-    slo = {"ttftP95": "10ms", "itlP95": "50ms", "maxRejectionRatio": 0.02}
-    kube, deps, older = served(TRAFFIC, slo=slo)
+    kube, deps, older = served(TRAFFIC, slo=TIGHT_SLO)
     newer = {"desiredReplicas": 2, "scaleDownVotes": 1}  # a newer pass's memory: it held
     write_tuner_status(deps, service(kube), tuner_patch(**newer), LOG)
     writes, events = len(kube.applies), len(kube.events)

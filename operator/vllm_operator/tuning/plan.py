@@ -3,8 +3,10 @@
 `build_tune_plan` turns a decision into every write of the pass; the operator's handler
 (handlers/tune.py) executes the plan with the Kubernetes client, the control-loop benchmark
 (bench/control_loop/policies.py) against its simulated fleet. Both therefore act on a decision
-in the same way: replicas only when the decision applies a scale, a re-render (a restart of
-every pod) only when it applies a budget change, an Event for every decision that is not a hold.
+in the same way: replicas when the decision applies a scale, a re-render (a restart of every
+pod) when it applies a budget change, an Event for every decision that is not a hold. The
+operator also applies what an earlier pass recorded and did not apply (below); the benchmark's
+fleet never lacks it.
 
 The status is the record of what the tuner decided, and is written first; the Deployment follows
 it. A pass that dies between the two (an HA leader SIGKILLed) leaves a count or a budget
