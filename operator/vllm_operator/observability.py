@@ -15,7 +15,8 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 DECISIONS = Counter(
     "vllm_operator_decisions",
-    "Tuning decisions by kind (ScaleReplicas, SetBudget, Rollback, Hold) and reason.",
+    "Tuning decisions recorded in status, by kind (ScaleReplicas, SetBudget, Rollback, Hold)"
+    " and reason.",
     ["kind", "reason", "applied"],
     registry=REGISTRY,
 )

@@ -192,14 +192,15 @@ def execute_plan(
     """The plan's writes, in order: status, replicas, events, then the re-render; none after a
     status write that is dropped (tuning/plan.py: the status is the record the rest follows)."""
     decision = plan.decision
-    DECISIONS.labels(
-        decision.action.kind, decision.reason.value, str(decision.applied).lower()
-    ).inc()
     meta = body["metadata"]
     for field, pinned in compute_at_bound(decision.pinned).items():
         AT_BOUND.labels(meta["namespace"], meta["name"], field).set(pinned)
     if not write_tuner_status(deps, body, plan.status_patch, logger):
         return
+    # counted once recorded: a decision whose record was refused was never taken
+    DECISIONS.labels(
+        decision.action.kind, decision.reason.value, str(decision.applied).lower()
+    ).inc()
     if plan.replicas_patch is not None:
         deps.kube.apply(plan.replicas_patch, field_manager=c.FM_TUNER)
     for event in plan.events:
