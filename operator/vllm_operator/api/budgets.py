@@ -54,7 +54,12 @@ class BudgetField:
 
     @property
     def spec_path(self) -> str:
-        return f"spec.budgets.{self.group}.{self.key}"
+        return f"spec.budgets.{self.label}"
+
+    @property
+    def label(self) -> str:
+        """The field as decisions, events and metrics name it: `queue.maxRequests`."""
+        return f"{self.group}.{self.key}"
 
 
 # Order = the README's three layers (entry valve, running layer, token budget); args follow it.
@@ -99,6 +104,13 @@ BUDGET_FIELDS: Final[tuple[BudgetField, ...]] = (
 )
 BUDGET_KEYS: Final = tuple(f.key for f in BUDGET_FIELDS)
 BUDGETS_BY_KEY: Final = {f.key: f for f in BUDGET_FIELDS}
+
+
+def budget_change(key: BudgetKey, before: int | None, after: int | None) -> str:
+    """A change of one budget as decisions and Events name it: `queue.maxRequests 8 -> 32`
+    (`unset` where the spec leaves it to vLLM)."""
+    was, now = ("unset" if v is None else str(v) for v in (before, after))
+    return f"{BUDGETS_BY_KEY[key].label} {was} -> {now}"
 
 
 class Bound(SpecModel):

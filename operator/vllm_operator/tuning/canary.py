@@ -31,9 +31,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Literal, cast, get_args
 
+from vllm_operator.api.budgets import budget_change
 from vllm_operator.tuning.evaluate import ANY_CHANGE, JUDGED, figure_target, format_figure
 from vllm_operator.tuning.inputs import Targets
-from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Action, BudgetKey, Canary, Decision, Hold, TuningState
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.settings import TuningSettings
@@ -42,8 +42,7 @@ MIN_CANARY_REQUESTS: Final = 20  # finished on the canary within the window, to 
 
 
 def describe(canary: Canary) -> str:
-    was = "unset" if canary.from_value is None else str(canary.from_value)
-    return f"{label(canary.field)} {was} -> {canary.to_value}"
+    return budget_change(canary.field, canary.from_value, canary.to_value)
 
 
 @dataclass(frozen=True)

@@ -45,21 +45,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
+from vllm_operator.api.budgets import BudgetKey, budget_change
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.tuning import guards, rules
 from vllm_operator.tuning.capacity import model_estimate, trusted_capacity
 from vllm_operator.tuning.evaluate import pending_rule
 from vllm_operator.tuning.forecast import forecast, forecast_phrase, observe, pods_coming
 from vllm_operator.tuning.inputs import Inputs, autotune_mode
-from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import CapacityEstimate, Decision, MetricsSnapshot, TuningState
 from vllm_operator.tuning.problem_wait import stamp_problem
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.retune_ahead import decide_retune_ahead
 from vllm_operator.tuning.retune_move import decide_retune
 from vllm_operator.tuning.retune_pods import decide_fewer_pods
-from vllm_operator.tuning.scaling import clamp_replicas, low_load, raised_capacity
+from vllm_operator.tuning.scaling import (
+    clamp_replicas,
+    low_load,
+    new_budgets_suffice,
+    raised_capacity,
+)
 from vllm_operator.tuning.settings import TuningSettings
 from vllm_operator.tuning.state import normalize_state
 
@@ -238,7 +244,9 @@ def _scale_up_while_settling(i: Inputs, settling: Decision) -> Decision:
     """The problem rules, run while a change settles, keep only a scale-up; else the settling hold.
 
     Their budget remedies are blocked by the retune cooldown, which outlasts the judgement, so
-    their first remedy that can act is a scale-up when autoscaling allows one.
+    their first remedy that can act is a scale-up when autoscaling allows one; a miss from before
+    the change reached every pod adds none where the capacity for the budgets in force says the
+    fleet serves the forecast (scaling.new_budgets_suffice), and the hold says so.
     """
     for rule in SCALE_UP_RULES:
         decision = rule(i)
@@ -248,6 +256,8 @@ def _scale_up_while_settling(i: Inputs, settling: Decision) -> Decision:
         grows = action.kind == "ScaleReplicas" and (action.to_value or 0) > (action.from_value or 0)
         if grows:
             return replace(decision, message=f"{decision.message} ({settling.message})")
+        if new_budgets_suffice(i) is not None:  # say why the miss adds no pod
+            return replace(settling, message=f"{settling.message}; {decision.message}")
         return settling
     return settling
 
@@ -266,7 +276,8 @@ def _recommend(acting: Decision, advice: Decision) -> Decision:
     if acting.action.kind != "Hold":
         if proposal.kind != "SetBudget" or proposal.field is None:
             return acting
-        advised = f"{label(proposal.field)} {proposal.from_value} -> {proposal.to_value}"
+        field = cast(BudgetKey, proposal.field)  # a SetBudget's field is a budget (model.Action)
+        advised = budget_change(field, proposal.from_value, proposal.to_value)
         return replace(acting, message=f"{acting.message} (autotune would set {advised})")
     if proposal.kind == "SetBudget":
         return replace(advice, applied=False, state=acting.state)

@@ -17,9 +17,9 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Literal
 
+from vllm_operator.api.budgets import budget_change
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.inputs import Inputs, Targets, spec_budget
-from vllm_operator.tuning.limits import label
 from vllm_operator.tuning.model import Action, Decision, Hold, PendingRetune
 from vllm_operator.tuning.outcome import hold
 from vllm_operator.tuning.reasons import Reason
@@ -119,8 +119,7 @@ def pending_rule(i: Inputs) -> Decision | None:
     p = i.state.pending
     if p is None:
         return None
-    was = "unset" if p.from_value is None else str(p.from_value)
-    change = f"{label(p.field)} {was} -> {p.to_value}"
+    change = budget_change(p.field, p.from_value, p.to_value)
     wait = max(i.settings.rollback_evaluation_delay, timedelta(seconds=i.snapshot.window_seconds))
     if p.settled_at is None:
         state = replace(i.state, pending=replace(p, settled_at=i.now))

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
-from vllm_operator.api.budgets import BUDGET_FIELDS
+from vllm_operator.api.budgets import BUDGET_FIELDS, BUDGETS_BY_KEY, budget_change
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.tuning.inputs import Inputs, autotune_mode, spec_bound, spec_budget
 from vllm_operator.tuning.model import Action, BudgetKey, PendingRetune, TuningState
@@ -22,11 +22,10 @@ from vllm_operator.tuning.rollout_room import rollout_blocker
 from vllm_operator.tuning.settings import TuningSettings
 
 Direction = Literal["up", "down"]
-_GROUPS: dict[str, str] = {f.key: f.group for f in BUDGET_FIELDS}
 
 
-def label(key: str) -> str:
-    return f"{_GROUPS[key]}.{key}"
+def label(key: BudgetKey) -> str:
+    return BUDGETS_BY_KEY[key].label
 
 
 def compute_at_bound(pinned: tuple[str, ...]) -> dict[str, int]:
@@ -141,4 +140,4 @@ def apply_budget(i: Inputs, key: BudgetKey, current: int, target: int) -> Move:
         capacity=None,  # another engine configuration, another capacity
     )
     action = Action("SetBudget", key, current, target)
-    return Move(action, state, f"{label(key)} {current} -> {target}")
+    return Move(action, state, budget_change(key, current, target))

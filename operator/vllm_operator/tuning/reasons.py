@@ -235,3 +235,8 @@ class Reason(StrEnum):
         "Hold",
         "blocker: no GPU free for a surge pod, and the load needs every pod a restart would stop",
     )
+    NEW_BUDGETS_SUFFICE = (
+        "NewBudgetsSuffice",
+        "Hold",
+        "blocker: the miss predates the budgets in force on every pod, which serve the forecast",
+    )

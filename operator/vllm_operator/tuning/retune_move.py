@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from vllm_operator.api.budgets import BUDGETS_BY_KEY
+from vllm_operator.api.budgets import BUDGETS_BY_KEY, budget_change
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.evaluate import Point, Setting
@@ -59,7 +59,7 @@ from vllm_operator.sim.workload import LengthDist
 from vllm_operator.tuning import signals
 from vllm_operator.tuning.forecast import ready_horizon
 from vllm_operator.tuning.inputs import Inputs, canary_on, spec_budget
-from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
+from vllm_operator.tuning.limits import allowed_range, apply_budget, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.observed_workload import ServiceLoad, observed_workload
 from vllm_operator.tuning.outcome import Blocked, Move, act
@@ -133,7 +133,7 @@ class RetuneMove:
         )
 
     def phrase(self) -> str:
-        return f"{label(self.field)} {self.from_value} -> {self.to_value}: {self.effect()}"
+        return f"{budget_change(self.field, self.from_value, self.to_value)}: {self.effect()}"
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from vllm_operator.api.budgets import budget_change
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
 from vllm_operator.tuning.capacity import trusted_capacity
@@ -94,7 +95,7 @@ from vllm_operator.tuning.forecast import (
     under_rate,
 )
 from vllm_operator.tuning.inputs import Inputs
-from vllm_operator.tuning.limits import allowed_range, apply_budget, label, retune_blocker
+from vllm_operator.tuning.limits import allowed_range, apply_budget, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
 from vllm_operator.tuning.model_capacity import largest_rate
 from vllm_operator.tuning.outcome import Move, act
@@ -146,7 +147,7 @@ class FewerPods:
         return (self.by_capacity or self.pods_after < self.pods_now) and self.saved > self.spent
 
     def phrase(self) -> str:
-        move = f"{label(self.field)} {self.from_value} -> {self.to_value}: the engine model"
+        move = f"{budget_change(self.field, self.from_value, self.to_value)}: the engine model"
         sums = (
             f"after {self.delay:.0f}s of rollout and judgement, against {self.spent:.0f} spent in "
             "the rollout (it surges on a free GPU)"

@@ -27,7 +27,7 @@ WIRE = (
     "ScaleUpCooldown", "ScaleDownVoting", "ScaleDownStabilizing", "RetuneCooldown",
     "RestartBudgetExhausted", "HoldAfterRollback", "BudgetUnset", "BudgetAtBound",
     "RetuneAwaitsWindow", "RetuneDoesNotPay", "KVCacheFull", "NewPodsSuffice",
-    "RolloutNeedsPods",
+    "RolloutNeedsPods", "NewBudgetsSuffice",
 )  # fmt: skip
 
 
