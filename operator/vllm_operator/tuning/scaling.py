@@ -10,11 +10,11 @@ again; a deep move that fails a check falls back to the one step.
 
 Capacity: a scale-up for a missed SLO records the per-pod arrival rate at which the fleet missed
 it, when the window saw one fleet size (for a first capacity: when it began after the pods of
-the last change were Ready). That is what a pod serves, learned on this model, GPU,
-traffic mix and budgets, with every nonlinearity included (ITL grows with the batch, the batch
-with ITL). Arrivals near it (headroom x capacity) with latency no longer quiet scale up before
-the SLO is missed, which is the lead a pod that loads for minutes needs; a scale down must leave
-each pod under it.
+the last change were Ready) and one set of budgets (none pending a judgement). That is what a
+pod serves, learned on this model, GPU, traffic mix and budgets, with every nonlinearity
+included (ITL grows with the batch, the batch with ITL). Arrivals near it (headroom x
+capacity) with latency no longer quiet scale up before the SLO is missed, which is the lead a
+pod that loads for minutes needs; a scale down must leave each pod under it.
 """
 
 from __future__ import annotations
@@ -76,7 +76,9 @@ def _up_blocker(i: Inputs) -> tuple[int, Blocked | None]:
 
 
 def scale_up(i: Inputs, *, missed_slo: bool = True) -> Move | Blocked:
-    """One step up. `missed_slo`: the fleet missed its SLO at this load, which teaches capacity."""
+    """One step up. `missed_slo`: the fleet missed its SLO at this load, which teaches capacity,
+    unless the miss predates the budgets in force on every pod (new_budgets_suffice: then it
+    holds where they serve the forecast, and teaches nothing either way)."""
     top, blocked = _up_blocker(i)
     if blocked is None and missed_slo:
         blocked = new_budgets_suffice(i)
