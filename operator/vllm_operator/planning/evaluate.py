@@ -11,6 +11,7 @@ step-time model is the twin's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from vllm_operator.sim import runner
 from vllm_operator.sim.catalog import Catalog
 from vllm_operator.sim.closedloop import ClosedLoopSpec, run_closed_loop
 from vllm_operator.sim.engine import ResolvedConfig
+from vllm_operator.sim.engine.reach import Reach
 from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.report import Slo, latency, meets_slo, percentile
 from vllm_operator.sim.workload import LengthDist
@@ -112,7 +114,28 @@ def evaluate(
     Raises ValueError (vLLM's start-up message) when vLLM would not start with `c`.
     """
     res = resolve(c, s.catalog, s.model)
-    raw = _closed(c, workload, s) if arrivals is None else _open(c, arrivals, s)
+    raw = _closed(c, workload, s) if arrivals is None else _open(c, arrivals, s)[0]
+    assert raw is not None  # nothing stops the replay
+    return _point(c, res, raw, s, label)
+
+
+def evaluate_unless_missed(
+    c: Candidate, workload: Workload, arrivals: Arrivals, s: Setting, label: str
+) -> tuple[Point | None, Reach]:
+    """evaluate() of an open loop, or None as soon as the replay's records make a miss of
+    s.target certain, whatever the rest of it would hold (_MissWatch): a search's probes above
+    what a pod serves are most of its replays, and their overload is the dearest part of each.
+    With it, what the replay's budget comparisons saw up to where it ended (sim/engine/reach.py):
+    a candidate whose budgets make each of them come out the same has the same verdict.
+
+    Raises ValueError (vLLM's start-up message) when vLLM would not start with `c`.
+    """
+    res = resolve(c, s.catalog, s.model)
+    raw, reach = _open(c, arrivals, s, watch=True)
+    return (None if raw is None else _point(c, res, raw, s, label)), reach
+
+
+def _point(c: Candidate, res: ResolvedConfig, raw: _Raw, s: Setting, label: str) -> Point:
     ttft, itl = latency(raw.ttft), latency(raw.itl)
     share = raw.rejected / raw.offered if raw.offered else 0.0
     point = Point(
@@ -141,7 +164,69 @@ def _slo(target: Target) -> Slo:
     return Slo(target.ttft, target.itl if target.itl is not None else math.inf)
 
 
-def _open(c: Candidate, arrivals: Arrivals, s: Setting) -> _Raw:
+class _MissWatch:
+    """Whether the records of a replay so far make a miss of the target's limits certain: the
+    TTFT p95, the ITL p95 or the 503 share over its limit (Point.meets_slo false) whatever the
+    rest of the replay holds. The figures are over the counted requests, at most `most` of them,
+    and their inter-token gaps, at most max_tokens - 1 a request.
+
+    The p95 of n values is the value at rank floor(0.95 (n - 1)) or above it (sim/report.py's
+    percentile interpolates upward), so it is over the limit once n - floor(0.95 (n - 1)) values
+    are, a count that grows with n: reached at the most there can be, it is reached at whatever n
+    the replay ends with. The 503 share's denominator is at most `most`, and its rejections only
+    grow. SLACK keeps "over" clear of a ratio that rounds to the limit.
+    """
+
+    SLACK = 1e-9
+
+    def __init__(self, target: Target, shares: Sequence[Arrivals]) -> None:
+        ttft, itl, rejection = target.limits()
+        counted = [r for a in shares for r in a.requests if r.arrival >= a.count_from]
+        most = sum(r.n for r in counted)
+        most_gaps = sum(r.n * max(0, r.max_tokens - 1) for r in counted)
+        self.ttft_over = ttft * (1 + self.SLACK)
+        self.itl_over = math.inf if itl is None else itl * (1 + self.SLACK)
+        self.late_needed = _over_p95(most)
+        self.slow_needed = _over_p95(most_gaps)
+        self.rejected_needed = (
+            math.floor(rejection * (1 + self.SLACK) * most) + 1 if rejection > 0 else 1
+        )
+        self.late = self.rejected = self.slow = 0
+
+    def follow(self, count_from: float) -> Callable[[Sequence[runner.RunRecord]], bool]:
+        """The `stop` of one replica's run (runner.run), counting into this watch."""
+        seen = 0
+
+        def missed(records: Sequence[runner.RunRecord]) -> bool:
+            nonlocal seen
+            for r in records[seen:]:
+                if r.arrival < count_from:
+                    continue
+                if r.record is None:
+                    self.rejected += r.outcome == "rejected"
+                else:
+                    self.late += r.record.ttft > self.ttft_over
+                    self.slow += sum(1 for gap in r.record.itls if gap > self.itl_over)
+            seen = len(records)
+            return (
+                self.late >= self.late_needed
+                or self.slow >= self.slow_needed
+                or self.rejected >= self.rejected_needed
+            )
+
+        return missed
+
+
+def _over_p95(most: int) -> float:
+    """How many of at most `most` values over a limit put their p95 over it (_MissWatch)."""
+    return most - math.floor(95 / 100 * (most - 1)) if most else math.inf
+
+
+def _open(
+    c: Candidate, arrivals: Arrivals, s: Setting, watch: bool = False
+) -> tuple[_Raw | None, Reach]:
+    """The pooled figures of the replicas replayed (None when `watch` stopped them at a certain
+    miss), and what their budget comparisons saw."""
     gpu, model = s.catalog.gpu(c.gpu), s.catalog.model(s.model)
     sims = min(c.replicas, SIMULATED_REPLICAS)
     offsets = [k * c.replicas // sims for k in range(sims)]
@@ -151,10 +236,19 @@ def _open(c: Candidate, arrivals: Arrivals, s: Setting) -> _Raw:
     e2e: list[float] = []
     offered = rejected = good = completed = output = preemptions = 0
     kv_max, last = 0.0, arrivals.until
-    for offset in offsets:
+    shares = [thin(arrivals, c.replicas, offset) for offset in offsets]
+    misses = _MissWatch(s.target, shares) if watch else None
+    reach = Reach()
+    for share in shares:
         fleet = Fleet(c.engine_config(), gpu, model, 1, coeffs=s.catalog.coefficients)
-        share = thin(arrivals, c.replicas, offset)
-        result = runner.run(share.requests, fleet, share.until, tick=max(share.until, 1.0))
+        stop = None if misses is None else misses.follow(share.count_from)
+        result = runner.run(
+            share.requests, fleet, share.until, tick=max(share.until, 1.0), stop=stop
+        )
+        for rep in (*fleet.live, *fleet.retired):
+            reach = reach.merge(rep.engine.reach())
+        if result.stopped:
+            return None, reach
         counted = [r for r in result.records if r.arrival >= arrivals.count_from]
         done = [r.record for r in counted if r.record is not None]
         offered += len(counted)
@@ -171,7 +265,7 @@ def _open(c: Candidate, arrivals: Arrivals, s: Setting) -> _Raw:
         preemptions += sum(st.preemptions for st in stats)
     window = max(last - arrivals.count_from, 1e-9)
     scale = c.replicas / sims
-    return _Raw(
+    raw = _Raw(
         throughput=completed / window * scale,
         output_tps=output / window * scale,
         ttft=ttft,
@@ -183,6 +277,7 @@ def _open(c: Candidate, arrivals: Arrivals, s: Setting) -> _Raw:
         kv_max=kv_max,
         preemptions=round(preemptions * scale),
     )
+    return raw, reach
 
 
 def _closed(c: Candidate, w: Workload, s: Setting) -> _Raw:

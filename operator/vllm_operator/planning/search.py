@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from vllm_operator.planning.candidate import Candidate, build_service, check_service, resolve
-from vllm_operator.planning.evaluate import Point, Setting, evaluate
+from vllm_operator.planning.evaluate import Point, Setting, evaluate, evaluate_unless_missed
 from vllm_operator.planning.seeds import Start, derive_start
 from vllm_operator.planning.workload import Arrivals, Stats, Workload
+from vllm_operator.sim.engine.reach import Reach
 from vllm_operator.sim.engine.steptime import StepTimeModel
 
 Progress = Callable[[str], None]
@@ -61,9 +62,7 @@ class Search:
         if key in self._cache:
             return self._cache[key]
         point: Point | None = None
-        reason = check_service(
-            build_service(c, model="plan", name="plan", namespace=None, target=self.setting.target)
-        )
+        reason = self.refused(c)
         if reason is None:
             try:
                 arrivals = self.whole if whole else self.scope
@@ -83,6 +82,20 @@ class Search:
             )
         self._cache[key] = point
         return point
+
+    def refused(self, c: Candidate) -> str | None:
+        """Why `c` is no VLLMService the API model and the renderer accept, or None."""
+        return check_service(
+            build_service(c, model="plan", name="plan", namespace=None, target=self.setting.target)
+        )
+
+    def evaluate_unless_missed(self, c: Candidate) -> tuple[Point | None, Reach]:
+        """evaluate(c)'s point on the scope (an open loop), or None when its replay stops at a
+        certain miss (evaluate.evaluate_unless_missed), with what the replay's budget
+        comparisons saw: a verdict, neither recorded nor cached, for a candidate that is not
+        refused() and that vLLM starts with (else ValueError)."""
+        assert self.scope is not None, "a closed loop's replay runs to its end"
+        return evaluate_unless_missed(c, self.workload, self.scope, self.setting, "verdict")
 
     def _say(self, text: str) -> None:
         if self.progress is not None:

@@ -4,13 +4,15 @@ The driver jumps from one arrival, tick or replica readiness to the next; the en
 step end to step end in between, so a run costs per step and per request, never per
 millisecond. `on_tick(now, fleet)` runs every `tick` seconds of virtual time (a control loop
 may resize or restart the fleet there). After `until`, no more requests arrive; with `drain`
-the run continues until every accepted request has finished.
+the run continues until every accepted request has finished. A caller that needs only a verdict
+passes `stop`, which sees the records so far after every event and may end the run there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from vllm_operator.sim.engine import RequestEvent, RequestRecord, SimRequest
@@ -50,9 +52,16 @@ class Sample:
 @dataclass(frozen=True)
 class RunResult:
     records: tuple[RunRecord, ...]
-    figures: Figures
     samples: tuple[Sample, ...]
     steps: int
+    summarize: Callable[[], Figures] = field(repr=False, compare=False)
+    stopped: bool = False  # `stop` ended the run: the records are those up to then
+
+    @cached_property
+    def figures(self) -> Figures:
+        """The run's figures, computed when first asked for (a replay judged from its records
+        alone never needs them)."""
+        return self.summarize()
 
 
 def _sample(now: float, fleet: Fleet) -> Sample:
@@ -144,8 +153,10 @@ def run(
     slo: Slo | None = None,
     drain: bool = True,
     progress: Callable[[float], None] | None = None,
+    stop: Callable[[Sequence[RunRecord]], bool] | None = None,
 ) -> RunResult:
-    """Replay `workload` (sorted by arrival) on `fleet` from t=0 to `until`."""
+    """Replay `workload` (sorted by arrival) on `fleet` from t=0 to `until`; `stop(records)`,
+    asked after every event, ends it early (RunResult.stopped, nothing drained)."""
     if tick <= 0:
         raise ValueError(f"tick must be > 0, got {tick}")
     books = _Books()
@@ -178,34 +189,36 @@ def run(
         while progress is not None and now >= next_progress:
             progress(next_progress)
             next_progress += until / 10
+        if stop is not None and stop(books.records):
+            return _result(books, samples, fleet, until, now, slo, stopped=True)
     _collect(books, fleet.advance_to(until))
     end = until
     while drain and (t := fleet.next_event_time()) is not None:
         _collect(books, fleet.advance_to(t))
         end = max(end, t)
+        if stop is not None and stop(books.records):
+            return _result(books, samples, fleet, until, end, slo, stopped=True)
     books.unfinished()
-    return RunResult(
-        records=tuple(books.records),
-        figures=_figures(books.records, books.offered, fleet, until, end, slo),
-        samples=tuple(samples),
-        steps=sum(r.engine.stats().num_steps for r in (*fleet.live, *fleet.retired)),
-    )
+    return _result(books, samples, fleet, until, end, slo)
 
 
-def _figures(
-    records: list[RunRecord],
-    offered: int,
+def _result(
+    books: _Books,
+    samples: list[Sample],
     fleet: Fleet,
     until: float,
     end: float,
     slo: Slo | None,
-) -> Figures:
-    completed = [r.record for r in records if r.record is not None]
-    last = max((r.finished for r in completed), default=until)
+    stopped: bool = False,
+) -> RunResult:
+    """The run's result, with what its figures need from the fleet taken now and the figures
+    themselves computed when asked for."""
+    records = tuple(books.records)
+    last = max((r.record.finished for r in records if r.record is not None), default=until)
     window = max(until, last)
     replicas: list[Replica] = [*fleet.live, *fleet.retired]
     kv_seconds = lifetime = kv_max = 0.0
-    preemptions = 0
+    preemptions = steps = 0
     for replica in replicas:
         stats = replica.engine.stats()
         kv_seconds += stats.kv_usage_seconds
@@ -213,14 +226,20 @@ def _figures(
         lifetime += max(0.0, stop - min(replica.ready_at, stop))
         kv_max = max(kv_max, stats.kv_usage_peak)
         preemptions += stats.preemptions
-    return compute_figures(
-        completed,
-        offered=offered,
-        rejected_reasons=[r.reject_reason or "" for r in records if r.outcome == "rejected"],
-        unfinished=sum(1 for r in records if r.outcome == "unfinished"),
-        window=window,
-        slo=slo,
-        kv_usage_mean=kv_seconds / lifetime if lifetime > 0 else 0.0,
-        kv_usage_max=kv_max,
-        preemptions=preemptions,
-    )
+        steps += stats.num_steps
+    offered, kv_mean = books.offered, kv_seconds / lifetime if lifetime > 0 else 0.0
+
+    def summarize() -> Figures:
+        return compute_figures(
+            [r.record for r in records if r.record is not None],
+            offered=offered,
+            rejected_reasons=[r.reject_reason or "" for r in records if r.outcome == "rejected"],
+            unfinished=sum(1 for r in records if r.outcome == "unfinished"),
+            window=window,
+            slo=slo,
+            kv_usage_mean=kv_mean,
+            kv_usage_max=kv_max,
+            preemptions=preemptions,
+        )
+
+    return RunResult(records, tuple(samples), steps, summarize, stopped)

@@ -28,7 +28,7 @@ from datetime import datetime
 from vllm_operator.api.budgets import BUDGET_FIELDS
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.planning.candidate import Candidate, Target
-from vllm_operator.planning.evaluate import Setting, evaluate
+from vllm_operator.planning.evaluate import Setting, evaluate_unless_missed
 from vllm_operator.planning.lengths import MAX_TOKENS, Empirical
 from vllm_operator.planning.workload import Workload, build_arrivals
 from vllm_operator.sim.catalog import Catalog
@@ -171,7 +171,11 @@ def _meets(key: CapacityKey, catalog: Catalog, rate: float, horizon: float) -> b
         key.gpu, 1, key.gpus_per_pod, budgets=key.budgets, max_model_len=key.max_model_len
     )
     setting = Setting(catalog, key.model, key.target, costs={})
-    return evaluate(candidate, workload, build_arrivals(workload), setting, "capacity").meets_slo
+    # a verdict: the replay may stop once a miss is certain (most probes of the search miss)
+    point, _ = evaluate_unless_missed(
+        candidate, workload, build_arrivals(workload), setting, "capacity"
+    )
+    return point is not None and point.meets_slo
 
 
 def compute_capacity(key: CapacityKey, catalog: Catalog, horizon: float = HORIZON) -> float:

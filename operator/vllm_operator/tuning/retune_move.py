@@ -50,10 +50,10 @@ from functools import lru_cache
 
 from vllm_operator.api.budgets import BUDGETS_BY_KEY, budget_change
 from vllm_operator.api.spec import VLLMServiceSpec
-from vllm_operator.planning.candidate import Candidate, Target
+from vllm_operator.planning.candidate import Candidate, Target, resolve
 from vllm_operator.planning.evaluate import Point, Setting
 from vllm_operator.planning.search import Search
-from vllm_operator.planning.workload import Workload, build_arrivals
+from vllm_operator.planning.workload import Arrivals, Workload, build_arrivals
 from vllm_operator.sim.catalog import packaged_catalog
 from vllm_operator.sim.workload import LengthDist
 from vllm_operator.tuning import signals
@@ -66,6 +66,7 @@ from vllm_operator.tuning.outcome import Blocked, Move, act
 from vllm_operator.tuning.problem_wait import has_problem, replicas_capped, window_wait
 from vllm_operator.tuning.reasons import Reason
 from vllm_operator.tuning.rollout_room import rollout_blocker
+from vllm_operator.tuning.same_replays import SameReplays
 
 MOVABLE: tuple[BudgetKey, ...] = (
     "maxRequests",
@@ -73,6 +74,7 @@ MOVABLE: tuple[BudgetKey, ...] = (
     "maxActiveSeqs",
     "maxBatchedTokens",
 )
+_SAME = SameReplays()  # the operator's one copy, shared by its passes
 HORIZON = 120.0  # seconds of arrivals replayed per evaluation (after a 30 s warm-up)
 FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)  # the grid around the value in force
 OUTPUT_RANGE = (16, 4096)  # the estimated mean output length is clamped inside it
@@ -203,16 +205,49 @@ def values_around(current: int, lo: int, hi: int) -> list[int]:
 def predict(c: Candidate, model: str, target: Target, load: Workload) -> Predicted | None:
     """The engine model's figures for `c` under `load`; None when `c` is refused (the CRD, the
     renderer or vLLM's start-up) or the model does not know the GPU or model."""
+    search = _search(c, model, target, load)
+    point = None if search is None else search.evaluate(c, "observed")
+    return None if point is None else _predicted(point, c.replicas)
+
+
+@lru_cache(maxsize=4096)
+def predict_within(c: Candidate, model: str, target: Target, load: Workload) -> bool:
+    """within(predict(...), target), the replay stopped as soon as a miss is certain
+    (planning/evaluate.py, evaluate_unless_missed): a search for what a pod serves replays rates
+    above it, and each such replay's overload is the dearest part of it. A configuration that
+    would replay the same as one already replayed takes its verdict (tuning/same_replays.py)."""
+    # the replay is watched against the limits `within` judges by: the SLO itself
+    search = _search(c, model, replace(target, margin=0.0), load)
+    if search is None or search.refused(c) is not None:
+        return False
+    try:
+        res = resolve(c, search.setting.catalog, model)
+    except ValueError:  # vLLM would not start with it
+        return False
+    setting = (replace(c, budgets=()), model, target, load)
+    verdict = _SAME.find(setting, res)
+    if verdict is None:
+        point, reach = search.evaluate_unless_missed(c)
+        verdict = point is not None and within(_predicted(point, c.replicas), target)
+        _SAME.add(setting, res, reach, verdict)
+    return verdict
+
+
+def _search(c: Candidate, model: str, target: Target, load: Workload) -> Search | None:
+    """One replay's search of `load`; None when the model does not know the GPU or model."""
     catalog = packaged_catalog()
     try:
         catalog.gpu(c.gpu)
         catalog.model(model)
     except KeyError:
         return None
-    setting = Setting(catalog, model, target, {})
-    search = Search(setting, load, build_arrivals(load), None, c.replicas)
-    point = search.evaluate(c, "observed")
-    return None if point is None else _predicted(point, c.replicas)
+    return Search(Setting(catalog, model, target, {}), load, _arrivals(load), None, c.replicas)
+
+
+@lru_cache(maxsize=64)
+def _arrivals(load: Workload) -> Arrivals:
+    """`load`'s requests: a look replays one load for each of a few dozen configurations."""
+    return build_arrivals(load)
 
 
 def _prompt_cap(spec: VLLMServiceSpec) -> int:

@@ -110,6 +110,7 @@ from vllm_operator.tuning.retune_move import (
     model_knows,
     observed_load,
     predict,
+    predict_within,
     slo_target,
     values_around,
     within,
@@ -196,9 +197,7 @@ def fewest_pods(
 def serves(c: Candidate, model: str, target: Target, load: Workload, rate: float) -> bool:
     """Whether one pod of `c` serves `load`'s mix at `rate` (req/s) within the SLO, by the
     model."""
-    one = replace(c, replicas=1)
-    p = predict(one, model, target, replace(load, rate=round(rate, 4)))
-    return p is not None and within(p, target)
+    return predict_within(replace(c, replicas=1), model, target, replace(load, rate=round(rate, 4)))
 
 
 def pod_capacity(c: Candidate, model: str, target: Target, load: Workload) -> float:

@@ -144,6 +144,7 @@ def plan_fast(core: EngineCore, lpt: int) -> Plan | None:
         ahead = running.index(r) - idx  # members before r in running order
         avail = budget - ahead - used
         if avail <= 0:
+            core.reach.budget_bound = True
             if ahead < members:
                 return None  # the loop would stop before reaching some members
             break
@@ -156,7 +157,11 @@ def plan_fast(core: EngineCore, lpt: int) -> Plan | None:
         blocks += need
         plan.append((r, n, need))
         used += n
-    if used + members > budget or blocks > core.pool.free:
+    if used + members > budget:
+        core.reach.budget_bound = True
+        return None
+    if blocks > core.pool.free:
+        core.reach.see_step(used + members, False)  # what the plan had to fit (pass 1 may not)
         return None
     return plan
 

@@ -20,6 +20,7 @@ from vllm_operator.sim.engine.kv import BlockPool
 from vllm_operator.sim.engine.passes import pass1, pass2
 from vllm_operator.sim.engine.profiles import StepCoefficients
 from vllm_operator.sim.engine.queues import FcfsQueue, PriorityQueue
+from vllm_operator.sim.engine.reach import Reach
 from vllm_operator.sim.engine.request import RequestEvent
 from vllm_operator.sim.engine.state import (
     ABORTED,
@@ -73,6 +74,7 @@ class EngineCore:
         self.end_times: list[float] = []  # end time of every completed step, by index
         self.rseq = 0
         self.p2_block: str | None = None
+        self.reach = Reach()  # what the budget comparisons saw (reach.py)
         # decode cohort (cohort.py); `xrun` = running requests outside it, in running order
         self.use_cohort = use_cohort
         self.c_n = 0
@@ -116,6 +118,9 @@ class EngineCore:
             self.p2_block = None  # no admission in a step with a preemption (§3)
         else:
             budget = pass2(self, now, entries, budget, lpt)
+        # a pass that ended on the budget depends on its value, and so does one whose
+        # preemptions gave a victim's tokens back (the budget's low point is not its end)
+        self.reach.see_step(self.budget - budget, budget <= 0 or (preempted and not self.fcfs))
         if not entries and not members:
             return None
         return self._finalize(index, entries, members, now)

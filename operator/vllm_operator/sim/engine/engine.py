@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 from vllm_operator.sim.engine import fastloop
 from vllm_operator.sim.engine.apiserver import ApiServer
 from vllm_operator.sim.engine.config import EngineConfig, ResolvedConfig, resolve_config
 from vllm_operator.sim.engine.core import BatchHook, EngineCore
 from vllm_operator.sim.engine.profiles import GpuProfile, ModelProfile, StepCoefficients
+from vllm_operator.sim.engine.reach import Reach
 from vllm_operator.sim.engine.request import (
     BACKLOG_MESSAGE,
     BUSY_MESSAGE,
@@ -259,11 +261,16 @@ class Engine:
 
     def _admission(self, n: int) -> Rejected | None:
         # vllm/v1/engine/async_llm.py check_admission: the request limit is checked first (§5)
-        core, res = self._core, self._res
-        if res.max_num_queued_reqs is not None and core.fe_inflight + n > res.max_num_queued_reqs:
+        core, res, reach = self._core, self._res, self._core.reach
+        demand, queued = core.fe_inflight + n, core.fe_prefill
+        if res.max_num_queued_reqs is not None and demand > res.max_num_queued_reqs:
+            reach.refuse_requests(demand)
             return Rejected("max_num_queued_reqs", BUSY_MESSAGE)
-        if res.max_num_queued_tokens is not None and core.fe_prefill >= res.max_num_queued_tokens:
+        reach.admit_requests(demand)
+        if res.max_num_queued_tokens is not None and queued >= res.max_num_queued_tokens:
+            reach.refuse_tokens(queued)
             return Rejected("max_num_queued_tokens", BACKLOG_MESSAGE)
+        reach.admit_tokens(queued)
         return None
 
     def _children(self, req: SimRequest, now: float) -> list[Req]:
@@ -311,6 +318,10 @@ class Engine:
             self._core.drop(r)
 
     # ---------------------------------------------------------------- stats
+    def reach(self) -> Reach:
+        """What this engine's budget comparisons have seen so far (reach.py)."""
+        return replace(self._core.reach)
+
     def stats(self) -> EngineStats:
         core, res = self._core, self._res
         running, waiting, kv = core.gauges

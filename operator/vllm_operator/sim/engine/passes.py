@@ -33,6 +33,8 @@ def running_tokens(core: EngineCore, r: Req, budget: int, lpt: int) -> int:
     n = r.num_tokens + r.placeholders - r.computed
     if 0 < lpt < n:
         n = lpt
+    if n > budget:
+        core.reach.budget_bound = True
     return min(n, budget, core.mml - r.computed - 1)
 
 
@@ -98,6 +100,7 @@ def pass2(core: EngineCore, now: float, entries: list[Entry], budget: int, lpt: 
     waiting, running, pool, bs = core.waiting, core.running, core.pool, core.bs
     skipped: list[Req] = []
     reason: str | None = "budget"
+    passed = -1  # the most running when the cap let the scan go on (reach.py)
     while budget > 0:
         if not len(waiting):
             reason = "empty"
@@ -105,6 +108,7 @@ def pass2(core: EngineCore, now: float, entries: list[Entry], budget: int, lpt: 
         if len(running) >= core.active_cap:
             reason = "cap"
             break
+        passed = len(running)
         r = waiting.peek()
         if r.inflight:  # stale output of an async preemption not drained yet (§1.3 step 4)
             skipped.append(waiting.pop())
@@ -114,10 +118,12 @@ def pass2(core: EngineCore, now: float, entries: list[Entry], budget: int, lpt: 
         n = r.num_tokens - hit
         if 0 < lpt < n:
             n = lpt
-        if not core.chunked and n > budget:
-            reason = "nochunk"
-            break
-        n = min(n, budget)
+        if n > budget:
+            core.reach.budget_bound = True
+            if not core.chunked:
+                reason = "nochunk"
+                break
+            n = budget
         wm = core.wm_blocks if running else 0
         free = pool.free
         if core.reserve_full:
@@ -133,6 +139,7 @@ def pass2(core: EngineCore, now: float, entries: list[Entry], budget: int, lpt: 
         core.admit(r, now, hit_blocks, new, n)
         entries.append(Entry(r, n))
         budget -= n
+    core.reach.see_cap(passed, len(running) if reason == "cap" else None)
     if skipped:
         waiting.restore_front(skipped)
         reason = None
