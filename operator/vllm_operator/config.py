@@ -68,7 +68,7 @@ class OperatorConfig(BaseModel):
         gt=0,
         description=(
             "CPU-seconds a minute the tuner spends on looks for a budget move (autotune Auto or "
-            "Recommend; about 0.6 CPU-s a look) over all services; beyond about 30 such services "
+            "Recommend; about 0.5 CPU-s a look) over all services; beyond about 40 such services "
             "at the default each is looked at less often than every 10 minutes (docs/tuning.md)."
         ),
     )

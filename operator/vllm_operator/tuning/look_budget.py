@@ -1,7 +1,7 @@
 """How much CPU the operator spends on rule 9b's looks per minute, over all its services.
 
 A look for a budget move (tuning/retune_pods.py) replays the engine model a few dozen times:
-about 0.6 CPU-s a look on average and several seconds for some services
+about 0.5 CPU-s a look on average and up to about 4 for some services
 (bench/results/capacity_pass.md), where the rest of a tuning pass costs a third of a
 millisecond. Every service in Auto or Recommend is due for one each `fewer_pods_recheck` (10
 minutes), so 1,000 of them would make 100 looks a minute: about a minute of CPU in every
@@ -11,7 +11,7 @@ may make it when the bucket holds what the last look cost (at most a minute's CP
 pass's CPU time is then taken from it; a look dearer than the last overdraws the bucket by the
 difference, which the refill repays before the next. Otherwise the pass decides without the
 look, and the service stays due and tries again at its next pass. At the default (2 CPU-s a
-minute, a thirtieth of a core: about three average looks) some 30 services are looked at every
+minute, a thirtieth of a core: about four average looks) some 40 services are looked at every
 10 minutes; more are each looked at less often. The look is how the tuner finds budgets far
 from the model's best while the SLO holds; the problem rules (1b, 8c) and the replica lever
 are not budgeted.
