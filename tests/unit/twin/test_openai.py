@@ -15,6 +15,7 @@ from vllm_twin.server.openai import (
     count_chat_tokens,
     count_prompts,
     engine_prompts,
+    one_line,
     parse_work,
 )
 
@@ -319,10 +320,28 @@ def test_any_body_is_work_or_a_one_line_400(body: dict[str, Any], chat: bool) ->
     except RequestError as exc:
         payload = json.loads(exc.body())
         assert set(payload["error"]) == {"message", "type", "param", "code"}
-        assert "\n" not in exc.message and payload["error"]["code"] == 400
+        assert len(exc.message.splitlines()) == 1 and payload["error"]["code"] == 400
         return
     assert 1 <= w.n <= 16384 and len(engine) == len(w.prompts) >= 1
     assert all(p.prompt_tokens >= 1 for p in engine)
     assert all(1 <= p.max_tokens <= 100 - p.prompt_tokens or w.echo_only for p in engine)
     assert isinstance(w.stream, bool) and isinstance(w.include_usage, bool)
     assert w.model is None or isinstance(w.model, str)
+
+
+@pytest.mark.parametrize("key", ["\n", "a\r\nb", "\u2028", "x\x1c"])
+def test_a_field_path_that_quotes_a_line_break_stays_one_line(key: str) -> None:
+    """A `logit_bias` key is part of the field path pydantic names; the message escapes it."""
+    with pytest.raises(RequestError) as caught:
+        work({"prompt": "a b", "logit_bias": {key: None}}, chat=False)
+    message = caught.value.message
+    assert len(message.splitlines()) == 1 and message.startswith("logit_bias.")
+    assert json.loads(caught.value.body())["error"]["message"] == message
+
+
+@given(st.text())
+def test_one_line_escapes_every_line_break_and_nothing_else(text: str) -> None:
+    out = one_line(text)
+    assert len(out.splitlines()) <= 1
+    if len(text.splitlines()) <= 1 and not any(ch.splitlines() != [ch] for ch in text):
+        assert out == text

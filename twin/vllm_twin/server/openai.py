@@ -34,6 +34,7 @@ class RequestError(Exception):
     """A request vLLM would refuse with a 4xx; `body()` is the JSON answer."""
 
     def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
+        message = one_line(message)
         super().__init__(message)
         self.message = message
         self.status = status
@@ -51,6 +52,15 @@ class RequestError(Exception):
     def from_engine(cls, exc: ValueError) -> RequestError:
         """The engine's InvalidRequestError (prompt longer than the context, ...) as a 400."""
         return cls(str(exc))
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break escaped: a message can quote what the client sent (a
+    `logit_bias` key of "\\n" is a field path's part), and an error stays one line."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if ch.splitlines() != [ch] else ch
+        for ch in text
+    )
 
 
 def error_body(message: str, type_: str, code: int, param: str | None = None) -> bytes:
