@@ -185,7 +185,7 @@ class _MissWatch:
         most = sum(r.n for r in counted)
         most_gaps = sum(r.n * max(0, r.max_tokens - 1) for r in counted)
         self.ttft_over = ttft * (1 + self.SLACK)
-        self.itl_over = math.inf if itl is None else itl * (1 + self.SLACK)
+        self.itl_over = None if itl is None else itl * (1 + self.SLACK)
         self.late_needed = _over_p95(most)
         self.slow_needed = _over_p95(most_gaps)
         self.rejected_needed = (
@@ -206,7 +206,8 @@ class _MissWatch:
                     self.rejected += r.outcome == "rejected"
                 else:
                     self.late += r.record.ttft > self.ttft_over
-                    self.slow += sum(1 for gap in r.record.itls if gap > self.itl_over)
+                    if self.itl_over is not None:  # no ITL target: no gap can miss it
+                        self.slow += sum(1 for gap in r.record.itls if gap > self.itl_over)
             seen = len(records)
             return (
                 self.late >= self.late_needed
