@@ -34,7 +34,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from vllm_operator.metrics.past_period import PAST_STEP, past_span
-from vllm_operator.metrics.queries import HISTOGRAMS, LENGTH_HISTOGRAMS, LENGTHS_LABEL, Figure
+from vllm_operator.metrics.queries import (
+    BURST_BIN_SECONDS,
+    HISTOGRAMS,
+    LENGTH_HISTOGRAMS,
+    LENGTHS_LABEL,
+    MIN_BURST_BINS,
+    Figure,
+)
 from vllm_operator.metrics.snapshot import build_snapshot
 from vllm_operator.metrics.vectors import Sample
 from vllm_operator.sim.engine import RequestEvent, RequestRecord
@@ -232,7 +239,41 @@ class ScrapeStore:
         out["kv_usage"] = _single(max(means["kv_usage"].values()) if ranged else None)
         for figure, gauge in _POD_GAUGES:
             out[figure] = [Sample({"pod": p}, v) for p, v in means[gauge].items()]
+        if window >= MIN_BURST_BINS * BURST_BIN_SECONDS:
+            out["arrival_dispersion"] = _single(self.arrival_dispersion(now, window))
         return out
+
+    def arrival_dispersion(self, now: float, window: float) -> float | None:
+        """build_arrival_dispersion's answer: over the subquery's steps (multiples of the bin
+        in (now - window, now]), the mean of (count - the bin before's count)^2 without the
+        largest, over twice the mean count; a count is, summed over the pods with a sample at
+        both ends, the counter's newest value at the step less its newest value a bin earlier,
+        never below 0. A step without any such pod has no count, as in Prometheus. (A pod
+        whose scrape fails drops out of Prometheus' answer at once, a staleness marker; here
+        its last value stays for the lookback, which adds nothing to a count.)"""
+        b = float(BURST_BIN_SECONDS)
+        last = math.floor(now / b) * b
+        steps = [last - k * b for k in range(int(window // b) + 1) if last - k * b > now - window]
+        counts = {t: c for t in steps if (c := self._count(t, b)) is not None}
+        changes = [
+            (c - before) ** 2
+            for t, c in counts.items()
+            if (before := self._count(t - b, b)) is not None
+        ]
+        if not counts or not changes:
+            return None
+        return dispersion_of(list(counts.values()), changes)
+
+    def _count(self, at: float, bin_seconds: float) -> float | None:
+        """sum(clamp_min(success - success offset bin, 0)) at `at`; None without a pod that
+        has a sample within the lookback at both instants."""
+        diffs = [
+            max(0.0, now - then)
+            for samples in self.series.values()
+            if (now := _newest(samples, at)) is not None
+            if (then := _newest(samples, at - bin_seconds)) is not None
+        ]
+        return sum(diffs) if diffs else None
 
     def request_rate(self, at: float, window: float) -> float | None:
         """metrics/past_period.py's query at `at`: finished plus refused requests/s over the
@@ -247,6 +288,25 @@ class ScrapeStore:
         if "success" not in rates:
             return None
         return rates["success"] + sum(rates.get(name, 0.0) for name in REJECTED)
+
+
+def dispersion_of(counts: Sequence[float], changes: Sequence[float]) -> float:
+    """build_arrival_dispersion's arithmetic: the mean of the squared `changes` between
+    neighbouring counts without the largest, over twice the mean of `counts` (NaN for 0 / 0,
+    as PromQL)."""
+    kept = _divide(sum(changes) - max(changes), len(changes) - 1)
+    return _divide(kept, 2 * sum(counts) / len(counts))
+
+
+LOOKBACK = 300.0  # Prometheus' lookback delta: an instant selector's newest sample this recent
+
+
+def _newest(samples: Sequence[PodSample], at: float) -> float | None:
+    """The success counter's newest sample at or before `at`, within the lookback."""
+    k = bisect.bisect_right([s.time for s in samples], at)
+    if k == 0 or samples[k - 1].time <= at - LOOKBACK:
+        return None
+    return samples[k - 1].counters["success"]
 
 
 def _counter_rates(

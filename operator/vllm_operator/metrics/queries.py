@@ -54,6 +54,7 @@ Figure = Literal[
     "pod_waiting",
     "pod_kv_usage",
     "lengths",
+    "arrival_dispersion",
 ]
 
 # Figures answered by a plain sum/max/quantile: at most one series, without labels.
@@ -61,6 +62,7 @@ SINGLE_SERIES: Final[frozenset[Figure]] = frozenset(
     {
         "admitted_rate", "ttft_p95", "itl_p95", "queue_time_p95", "e2e_p95", "waiting",
         "running", "kv_usage", "preemption_rate", "prompt_tokens_per_request",
+        "arrival_dispersion",
     }
 )  # fmt: skip
 
@@ -180,6 +182,38 @@ def build_lengths(sel: str, rng: str) -> str:
     return " or ".join(parts)
 
 
+# How bursty arrivals are is read from finished requests counted per BURST_BIN_SECONDS; a window
+# of fewer than MIN_BURST_BINS such bins gives too few counts to tell bursts from chance, and is
+# not asked.
+BURST_BIN_SECONDS: Final = 30
+MIN_BURST_BINS: Final = 8
+
+
+def build_arrival_dispersion(sel: str, rng: str) -> str:
+    """How bursty the finished requests were over the window: half the mean squared change of
+    their count between neighbouring BURST_BIN_SECONDS bins, the largest change left out, over
+    the mean count (Allan's form of the index of dispersion: about 1 for Poisson arrivals,
+    about 2 m - 1 for bursts of m on average). A load that steps up or down changes once, a
+    burst twice (up, then down): without its largest change, a window with a step reads as
+    steady, and one with bursts still as bursty; a steady trend adds only its change per bin
+    squared over the count.
+
+    A bin's count is each pod's counter now less 30 s ago (its newest sample then), never below
+    0 (a restarted engine counts from 0 again), summed over the pods present at both instants.
+    Not `increase(...[30s])`: with a sample every 15 s that sees 15 s of each 30 and doubles it,
+    so half of the bursts would vanish and the other half count twice."""
+    b, b2 = f"{BURST_BIN_SECONDS}s", f"{2 * BURST_BIN_SECONDS}s"
+    m = f"vllm:request_success_total{sel}"
+    now = f"sum(clamp_min({m} - {m} offset {b}, 0))"
+    before = f"sum(clamp_min({m} offset {b} - {m} offset {b2}, 0))"
+    changes = f"(({now} - {before}) ^ 2)[{rng}:{b}]"
+    return (
+        f"(sum_over_time({changes}) - max_over_time({changes}))"
+        f" / (count_over_time({changes}) - 1)"
+        f" / (2 * avg_over_time({now}[{rng}:{b}]))"
+    )
+
+
 def build_pod_up(sel: str) -> str:
     """Per pod: 1 when the last scrape succeeded, 0 when it failed."""
     return f"max by (pod) (up{sel})"
@@ -216,4 +250,6 @@ def build_snapshot_queries(
             "lengths": build_lengths(sel, rng),
         }
     )
+    if window_seconds >= MIN_BURST_BINS * BURST_BIN_SECONDS:
+        queries["arrival_dispersion"] = build_arrival_dispersion(sel, rng)
     return queries

@@ -128,6 +128,7 @@ def build_snapshot(
         if check.admitted is not None and rejection_rate is not None
         else None,
     )
+    dispersion = _dispersion(results, check)
     quality, problem = _verdict(
         service, check.problems, newest, stale_after, scraped, expected_pods, pods
     )
@@ -157,7 +158,20 @@ def build_snapshot(
         sample_age=newest,
         prompt_lengths=_lengths(results, "prompt"),
         output_lengths=_lengths(results, "output"),
+        arrival_dispersion=dispersion,
     )
+
+
+def _dispersion(results: Mapping[Figure, Sequence[Sample]], check: _Checker) -> float | None:
+    """The window's arrival dispersion; None when not asked (a short window) or not a number.
+    Its aligned 30 s bins can miss the few seconds since the last one, so a service whose first
+    requests finished just now has traffic and a dispersion of 0 / 0: NaN means "not measured"
+    here, and the model replays plain Poisson arrivals."""
+    samples = results.get("arrival_dispersion", ())
+    value = samples[0].value if samples else None
+    if value is None or math.isnan(value):
+        return None
+    return check.clean("arrival_dispersion", value)
 
 
 def _verdict(

@@ -46,6 +46,7 @@ PLAUSIBLE_MAX: Final[Mapping[str, float]] = {
     "waiting": 1e7,
     "running": 1e7,
     "prompt_tokens_per_request": 1e8,
+    "arrival_dispersion": 1e7,  # a count of requests per 30 s, at most
     "window_seconds": 86400.0 * 7,
     "sample_age": math.inf,
 }
@@ -142,6 +143,10 @@ class MetricsSnapshot:
     # summed over pods (docs/metrics.md); None when not measured (no finished request, no series).
     prompt_lengths: Empirical | None = None
     output_lengths: Empirical | None = None
+    # How bursty arrivals were: variance over mean of the finished requests per 30 s, in Allan's
+    # form (metrics/queries.py build_arrival_dispersion); about 1 for Poisson arrivals. None when
+    # not measured (a window under 4 minutes, a scrape interval over 15 s).
+    arrival_dispersion: float | None = None
     # The same arrival rate one traffic period back (the daily shape, tuning/forecast.py);
     # None when not asked for or not answered.
     past_period: PastPeriod | None = None

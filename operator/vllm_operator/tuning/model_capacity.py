@@ -76,9 +76,11 @@ class LengthBucket:
 class WorkloadBucket:
     prompt: LengthBucket
     output: LengthBucket
+    burst: float = 1.0  # one pod's mean burst (observed_workload.burst_size's grid)
 
     def describe(self) -> str:
-        return f"prompts {self.prompt.describe()}, outputs {self.output.describe()}"
+        lengths = f"prompts {self.prompt.describe()}, outputs {self.output.describe()}"
+        return lengths if self.burst == 1 else f"{lengths}, in bursts of {self.burst:.3g}"
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def capacity_key(
         budgets=budgets,
         max_model_len=None if engine is None else engine.max_model_len,
         target=Target(slo.ttft_p95_seconds, slo.itl_p95_seconds, max_rejection, margin=0.0),
-        bucket=WorkloadBucket(length_bucket(prompt), length_bucket(output)),
+        bucket=WorkloadBucket(length_bucket(prompt), length_bucket(output), load.workload.burst),
     )
 
 
@@ -166,6 +168,7 @@ def _meets(key: CapacityKey, catalog: Catalog, rate: float, horizon: float) -> b
         output=bucket.output.representative(),
         seed=SEED,
         horizon=max(MIN_HORIZON, min(horizon, PROBE_REQUESTS / rate)),
+        burst=bucket.burst,
     )
     candidate = Candidate(
         key.gpu, 1, key.gpus_per_pod, budgets=key.budgets, max_model_len=key.max_model_len

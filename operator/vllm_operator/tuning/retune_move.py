@@ -61,7 +61,7 @@ from vllm_operator.tuning.forecast import ready_horizon
 from vllm_operator.tuning.inputs import Inputs, canary_on, spec_budget
 from vllm_operator.tuning.limits import allowed_range, apply_budget, retune_blocker
 from vllm_operator.tuning.model import BudgetKey, Decision
-from vllm_operator.tuning.observed_workload import ServiceLoad, observed_workload
+from vllm_operator.tuning.observed_workload import ServiceLoad, burst_size, observed_workload
 from vllm_operator.tuning.outcome import Blocked, Move, act
 from vllm_operator.tuning.problem_wait import has_problem, replicas_capped, window_wait
 from vllm_operator.tuning.reasons import Reason
@@ -76,6 +76,8 @@ MOVABLE: tuple[BudgetKey, ...] = (
 )
 _SAME = SameReplays()  # the operator's one copy, shared by its passes
 HORIZON = 120.0  # seconds of arrivals replayed per evaluation (after a 30 s warm-up)
+MIN_BURSTS = 20  # bursts a bursty workload's replay holds at least ...
+MAX_HORIZON = 600.0  # ... within this many seconds
 FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)  # the grid around the value in force
 OUTPUT_RANGE = (16, 4096)  # the estimated mean output length is clamped inside it
 PROMPT_SIGMA = 1.0
@@ -156,13 +158,16 @@ def _round2(x: float) -> float:
 
 
 def observed_load(i: Inputs) -> Workload | None:
-    """The fleet's workload, rate rounded; None when a figure it needs is missing. The engine
-    model replays one pod's round-robin share of it (planning/evaluate.py), which is what a
-    Service gives a pod: steadier than Poisson arrivals at the per-pod rate."""
+    """The fleet's workload, rate rounded, in the fleet's bursts; None when a figure it needs is
+    missing. The engine model replays one pod's round-robin share of it (planning/evaluate.py),
+    which is what a Service gives a pod: steadier than Poisson arrivals at the per-pod rate, and
+    a part of each burst."""
     load = observed_workload(i.spec, i.snapshot, i.pods)
+    burst = burst_size(i.snapshot.arrival_dispersion)  # the fleet's: a replica gets its share
     if isinstance(load, ServiceLoad):
         w = load.workload
-        return replace(w, rate=_round2((w.rate or 0.0) * load.pods), horizon=HORIZON)
+        fleet_rate = _round2((w.rate or 0.0) * load.pods)
+        return replace(w, rate=fleet_rate, burst=burst, horizon=_horizon(fleet_rate, burst))
     snap = i.snapshot
     rate, prompt = snap.request_rate, snap.prompt_tokens_per_request
     done, running, itl = snap.admitted_rate, snap.running, snap.itl_p95
@@ -177,8 +182,17 @@ def observed_load(i: Inputs) -> Workload | None:
         rate=_round2(rate),
         prompt=LengthDist("lognormal", _round2(prompt), PROMPT_SIGMA, cap=cap),
         output=LengthDist("lognormal", output, PROMPT_SIGMA, cap=OUTPUT_RANGE[1]),
-        horizon=HORIZON,
+        horizon=_horizon(_round2(rate), burst),
+        burst=burst,
     )
+
+
+def _horizon(rate: float, burst: float) -> float:
+    """HORIZON, or for bursty arrivals long enough to hold MIN_BURSTS bursts (MAX_HORIZON at
+    most): a few bursts more or fewer would decide a p95 otherwise."""
+    if burst == 1 or rate <= 0:
+        return HORIZON
+    return min(MAX_HORIZON, max(HORIZON, MIN_BURSTS * burst / rate))
 
 
 def candidate_of(spec: VLLMServiceSpec, overrides: dict[str, int], replicas: int) -> Candidate:

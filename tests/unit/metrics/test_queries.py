@@ -16,6 +16,10 @@ from vllm_operator.render.monitoring import POD_TARGET_LABELS
 from vllm_twin.harness.targets import prometheus_label_name
 
 S = '{namespace="team-a",serving_vllmop_io_vllmservice="chat"}'
+_M = f"vllm:request_success_total{S}"
+COUNT = f"sum(clamp_min({_M} - {_M} offset 30s, 0))"
+BEFORE = f"sum(clamp_min({_M} offset 30s - {_M} offset 60s, 0))"
+CHANGES = f"(({COUNT} - {BEFORE}) ^ 2)[300s:30s]"
 
 
 def test_every_query_of_a_snapshot() -> None:
@@ -63,7 +67,19 @@ def test_every_query_of_a_snapshot() -> None:
             f" or label_replace(sum(rate(vllm:request_generation_tokens_sum{S}[300s])),"
             ' "histogram", "output", "", "")'
         ),
+        "arrival_dispersion": (
+            f"(sum_over_time({CHANGES}) - max_over_time({CHANGES}))"
+            f" / (count_over_time({CHANGES}) - 1) / (2 * avg_over_time({COUNT}[300s:30s]))"
+        ),
     }
+
+
+def test_a_window_of_fewer_than_eight_30s_bins_asks_no_dispersion() -> None:
+    """Ten counts tell bursts from chance (observed_workload.POISSON_UP_TO); a window of a few
+    gives noise, so it is not asked and the model replays plain Poisson arrivals."""
+    assert "arrival_dispersion" in build_snapshot_queries("team-a", "chat", 240)
+    assert "arrival_dispersion" not in build_snapshot_queries("team-a", "chat", 239)
+    assert "arrival_dispersion" not in build_snapshot_queries("team-a", "chat", 20)
 
 
 def test_the_service_label_is_the_pod_label_as_podtargetlabels_copies_it() -> None:

@@ -308,3 +308,23 @@ def test_several_problems_are_listed_in_one_sentence() -> None:
 def test_a_naive_now_is_a_caller_bug() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         snapshot(TRAFFIC, now=datetime(2026, 11, 29, 12, 0))
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "quality"),
+    [("3.5", 3.5, "ok"), ("0", 0.0, "ok"), ("NaN", None, "ok"), ("-1", None, "invalid"),
+     ("+Inf", None, "invalid")],
+)  # fmt: skip
+def test_the_arrival_dispersion_is_kept_or_named(
+    answer: str, expected: float | None, quality: str
+) -> None:
+    """NaN is 0 / 0 (the aligned bins missed a service's first seconds): not measured, and
+    the snapshot stays ok; a negative or infinite one no query gives makes it invalid."""
+    rec = dataclasses.replace(TRAFFIC, window=300.0).with_values("arrival_dispersion", {"": answer})
+    snap = query_snapshot(
+        FakePrometheus(rec), rec.namespace, rec.name, window=300.0, now=rec.now,
+        expected_pods=2, fleet=FLEET, stale_after=30,
+    )  # fmt: skip
+    assert (snap.arrival_dispersion, snap.quality) == (expected, quality)
+    if quality == "invalid":
+        assert snap.problem is not None and "arrival_dispersion is" in snap.problem

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 
 import pytest
@@ -15,6 +17,7 @@ from vllm_operator.planning.lengths import (
     parse_lengths,
 )
 from vllm_operator.planning.workload import (
+    WARMUP_SECONDS,
     Arrivals,
     Workload,
     build_arrivals,
@@ -191,3 +194,46 @@ def test_trace_lengths_can_be_replaced() -> None:
 def test_incomplete_workloads_are_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="needs"):
         Workload(label="x", **kwargs)  # type: ignore[arg-type]
+
+
+def test_plain_poisson_arrivals_are_drawn_as_before_bursts() -> None:
+    """burst 1 draws exactly what the Poisson workload drew before bursts existed (the capacity
+    cache's figures and every benchmark of a Poisson load stay as they were)."""
+    w = Workload("poisson", "p", rate=3, prompt=LengthDist("lognormal", 500, 1.0),
+                 output=LengthDist("lognormal", 80, 0.8), seed=4, horizon=120)  # fmt: skip
+    rng, expected, t = random.Random(4), [], 0.0
+    assert w.prompt is not None and w.output is not None
+    while (t := t + rng.expovariate(3)) < 150:
+        expected.append((t, w.prompt.sample(rng), w.output.sample(rng)))
+    got = build_arrivals(w).requests
+    assert [(r.arrival, r.prompt_tokens, r.max_tokens) for r in got] == expected
+
+
+def _dispersion(times: list[float], start: float, end: float, width: float = 30.0) -> float:
+    counts = [0] * int((end - start) // width)
+    for t in times:
+        if start <= t < start + width * len(counts):
+            counts[int((t - start) // width)] += 1
+    mean = sum(counts) / len(counts)
+    return sum((b - a) ** 2 for a, b in itertools.pairwise(counts)) / (len(counts) - 1) / 2 / mean
+
+
+@pytest.mark.parametrize("burst", [1.0, 4.0, 16.0])
+def test_bursty_arrivals_keep_the_rate_and_vary_as_bursts_of_that_size_do(burst: float) -> None:
+    """Compound Poisson with geometric bursts of mean m: the rate stays, and the 30 s counts'
+    dispersion is about 2 m - 1 (a burst over BURST_SECONDS rarely straddles two bins)."""
+    w = Workload("poisson", "p", rate=4, prompt=LengthDist("fixed", 100), output=LengthDist(),
+                 horizon=36000, burst=burst)  # fmt: skip
+    arrivals = build_arrivals(w)
+    times = [r.arrival for r in arrivals.requests]
+    assert times == sorted(times) and all(0 <= t < arrivals.until for t in times)
+    assert len({r.request_id for r in arrivals.requests}) == len(times)
+    assert compute_stats(arrivals).rate == pytest.approx(4, rel=0.1)
+    found = _dispersion(times, WARMUP_SECONDS, arrivals.until)
+    assert found == pytest.approx(2 * burst - 1, rel=0.25, abs=0.2)
+
+
+@pytest.mark.parametrize("burst", [0.5, 0.0, -1.0, math.nan, math.inf])
+def test_a_burst_below_one_request_is_refused(burst: float) -> None:
+    with pytest.raises(ValueError, match="burst must be a number >= 1"):
+        Workload("poisson", "p", rate=1, prompt=LengthDist(), output=LengthDist(), burst=burst)

@@ -175,3 +175,17 @@ def test_an_estimate_is_dated_by_its_snapshot() -> None:
         spec(**L4_SPEC), later, state(), TuningSettings(), catalog=CATALOG, cache=CacheSpy()
     )
     assert isinstance(found, ModelCapacity) and found.at == T0 + timedelta(minutes=1)
+
+
+def test_bursts_lower_what_a_pod_serves_and_are_part_of_the_key() -> None:
+    """The same requests in bursts of 4 over 5 s queue where Poisson arrivals do not: a pod
+    serves less within the same TTFT p95. The burst is in the bucket, so the cache keeps both."""
+    bursty = WorkloadBucket(SMALL.prompt, SMALL.output, burst=4.0)
+    plain, burst = (
+        compute_capacity(small_key(2.0), CATALOG),
+        compute_capacity(small_key(2.0, bucket=bursty), CATALOG),
+    )
+    assert 0 < burst < plain
+    assert small_key(2.0) != small_key(2.0, bucket=bursty)
+    assert bursty.describe().endswith(", in bursts of 4")
+    assert "burst" not in SMALL.describe()

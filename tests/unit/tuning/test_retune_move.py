@@ -345,3 +345,25 @@ def test_latency_is_never_bought_with_503s(monkeypatch: pytest.MonkeyPatch) -> N
     d = decide(spec(**L4_256), snap(**OVERLOADED), state(problem_since=LASTED), T0, spare_pods=1)
     assert d.reason == Reason.RETUNE_BY_MODEL
     assert (d.action.field, d.action.to_value) == ("maxBatchedTokens", 1024)
+
+
+@pytest.mark.parametrize(
+    ("dispersion", "burst"), [(None, 1.0), (2.0, 1.0), (33.0, 16.0), (127.0, 64.0)]
+)
+def test_the_replayed_load_arrives_in_the_fleets_bursts(
+    dispersion: float | None, burst: float
+) -> None:
+    """Rule 1b replays the fleet's load (each replica its round-robin share of each burst), so
+    the burst is the fleet's, not one pod's; a bursty replay holds 20 bursts at least."""
+    lengths = {"prompt_lengths": Empirical((100.0, 1000.0), (0.5, 1.0)),
+               "output_lengths": Empirical((10.0, 100.0), (0.25, 1.0))}  # fmt: skip
+    i = inputs(L4_256, {**OVERLOADED, **lengths, "arrival_dispersion": dispersion}, state())
+    load = retune_move.observed_load(i)
+    assert load is not None and load.rate == 4.0
+    assert load.burst == pytest.approx(burst)
+    # 20 bursts of 64 at 4 req/s: 320 s; of 16, fewer seconds than the plain horizon
+    assert load.horizon == pytest.approx(max(retune_move.HORIZON, 20 * burst / 4.0))
+    fallback = retune_move.observed_load(
+        inputs(L4_256, {**OVERLOADED, "arrival_dispersion": dispersion}, state())
+    )  # no token histograms: the lengths from the means, the same bursts
+    assert fallback is not None and fallback.burst == pytest.approx(burst)

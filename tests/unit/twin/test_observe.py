@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from datetime import UTC, datetime
 
 import pytest
@@ -107,6 +108,52 @@ def test_answers_sum_pods_and_keep_series_of_gone_pods_within_the_window() -> No
     # b: 15 over 15 s, stretched 15 s to the start and half an interval (7.5 s) past its end
     assert admitted.value == pytest.approx(1.0 + 15 * (15 + 15 + 7.5) / 15 / 60)
     assert math.isnan(answers["ttft_p95"][0].value)  # no observation: NaN, as Prometheus
+
+
+def test_the_arrival_dispersion_counts_each_increment_in_one_30s_bin() -> None:
+    """Five requests a scrape (15 s), and 60 more in the scrape at 615 s: the bins ending at
+    630 ... 900 count 70 once and 10 otherwise; the changes are +60 and -60 among ten, the
+    largest left out, so (3600 / 9) / (2 x 16) = 12.5. A restarted engine's counter (back to 0)
+    counts 0 in its bin, not minus its total."""
+    store = ScrapeStore(retention=math.inf)
+    total = 0.0
+    for k in range(1, 61):  # every 15 s up to t = 900
+        total += 5 + (60 if k * 15 == 615 else 0)
+        store.scrape(k * 15.0, {"a": _sample(k * 15.0, total)})
+    assert store.arrival_dispersion(900.0, 300.0) == pytest.approx(12.5)
+    (answer,) = store.answers(900.0, 300.0)["arrival_dispersion"]
+    assert answer.value == pytest.approx(12.5)
+    assert "arrival_dispersion" not in store.answers(900.0, 120.0)  # a short window: not asked
+    store.scrape(915.0, {"a": _sample(915.0, 5.0)})  # restarted: counts from 0 again
+    store.scrape(930.0, {"a": _sample(930.0, 10.0)})
+    assert store._count(930.0, 30.0) == 0.0
+
+
+def test_a_step_in_the_load_reads_as_steady() -> None:
+    """30 requests a bin, then 90 from 750 s on: one change of 60 among ten, left out."""
+    store = ScrapeStore(retention=math.inf)
+    total = 0.0
+    for k in range(1, 61):
+        total += 15 if k * 15 <= 750 else 45
+        store.scrape(k * 15.0, {"a": _sample(k * 15.0, total)})
+    assert store.arrival_dispersion(900.0, 300.0) == 0.0
+
+
+def test_a_steady_load_has_a_dispersion_of_about_one() -> None:
+    """Poisson arrivals at 2/s on two pods, finished as they arrive: the counts vary as
+    Poisson counts do (ten of them: the estimate is within about a factor of 2)."""
+    rng, store = random.Random(3), ScrapeStore(retention=math.inf)
+    t, arrivals = 0.0, []
+    while (t := t + rng.expovariate(2.0)) < 600:
+        arrivals.append(t)
+    pods = {"a": arrivals[0::2], "b": arrivals[1::2]}  # round robin
+    for k in range(1, 41):
+        now = k * 15.0
+        store.scrape(
+            now, {pod: _sample(now, sum(1 for a in mine if a <= now)) for pod, mine in pods.items()}
+        )
+    found = store.arrival_dispersion(600.0, 300.0)
+    assert found is not None and 0.4 < found < 2.0
 
 
 def test_a_down_target_is_listed_but_has_no_sample_age() -> None:
