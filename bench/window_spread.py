@@ -27,7 +27,6 @@ import json
 import math
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +36,7 @@ from bench.control_loop.harness import run_policy
 from bench.control_loop.measure import WINDOW as WINDOW_SECONDS
 from bench.control_loop.policies import Static
 from bench.control_loop.scenarios import L4, Scenario
+from bench.flags import at_least_one_job, positive_numbers, run_all, whole_numbers
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WINDOW_TARGET = 0.99  # the share of windows issue 14 asks to meet
@@ -143,16 +143,6 @@ def _plot(runs: list[Run], path: Path) -> None:
     plt.close(fig)
 
 
-def _floats(text: str, flag: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise SystemExit(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise SystemExit(f"{flag}: every value must be a positive number, got {text!r}")
-    return values
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.window_spread", description=__doc__)
     p.add_argument("--pods", default="1,2,3", help="pod counts, comma-separated")
@@ -162,34 +152,26 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
-    pods = _floats(args.pods, "--pods")
-    if not all(x == int(x) for x in pods):
-        raise SystemExit(f"--pods: whole numbers only, got {args.pods!r}")
-    args.pods = [int(x) for x in pods]
-    args.rates = sorted(_floats(args.rates, "--rates"))
+    args.pods = whole_numbers(args.pods, "--pods")
+    args.rates = sorted(positive_numbers(args.rates, "--rates"))
     if not (math.isfinite(args.duration) and args.duration >= 10 * WINDOW_SECONDS):
         raise SystemExit(f"--duration: at least {10 * WINDOW_SECONDS:.0f} s, got {args.duration}")
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs: at least 1, got {args.jobs}")
+    at_least_one_job(args.jobs)
     return args
+
+
+def _progress(run: Run) -> str:
+    return (
+        f"{run.pods} pods at {run.rate:g}/s each: windows {run.window_share:.1%}, long-run p95 "
+        f"{run.long_run_ratio:.2f} x SLO"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     started = datetime.now(UTC)
-    jobs = [(pods, rate) for pods in args.pods for rate in args.rates]
-    runs: list[Run] = []
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(one_run, pods, rate, args.duration) for pods, rate in jobs]
-        for k, future in enumerate(futures, 1):
-            run = future.result()
-            runs.append(run)
-            print(
-                f"[{k}/{len(futures)}] {run.pods} pods at {run.rate:g}/s each: windows "
-                f"{run.window_share:.1%}, long-run p95 {run.long_run_ratio:.2f} x SLO",
-                file=sys.stderr,
-                flush=True,
-            )
+    jobs = [(pods, rate, args.duration) for pods in args.pods for rate in args.rates]
+    runs = run_all(one_run, jobs, args.jobs, _progress)
     rows = summarise(runs)
     given = sys.argv[1:] if argv is None else argv
     meta = {
