@@ -47,7 +47,13 @@ from bench.flags import at_least_one_job, run_all, whole_numbers
 
 from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.evaluate import Setting, evaluate
-from vllm_operator.planning.workload import BURST_SECONDS, WARMUP_SECONDS, Arrivals, Workload
+from vllm_operator.planning.workload import (
+    BURST_SECONDS,
+    WARMUP_SECONDS,
+    Arrivals,
+    Workload,
+    burst_times,
+)
 from vllm_operator.sim.catalog import load_catalog
 from vllm_operator.sim.workload import azure_trace
 from vllm_twin.observe import dispersion_of
@@ -155,22 +161,12 @@ def as_bursts(arrivals: Arrivals, spread: float, seed: int) -> Arrivals:
 
 
 def _bursts(arrivals: Arrivals, size: float, spread: float, seed: int) -> Arrivals:
-    """The requests of `arrivals`, in their order, re-timed: bursts of geometric size (mean
-    `size`) at Poisson times, so that the mean rate stays, each spread over `spread` s."""
-    rng = random.Random(seed)
+    """The requests of `arrivals`, in their order, re-timed as the engine model times a bursty
+    workload (planning/workload.py burst_times) at their mean rate, each burst over `spread` s;
+    requests beyond the last time drawn are left out."""
     rate = len(arrivals.requests) / arrivals.until
-    times: list[float] = []
-    t = 0.0
-    while len(times) < len(arrivals.requests):
-        t += rng.expovariate(rate / size)
-        k = 1
-        while rng.random() > 1 / size:
-            k += 1
-        times += [t + rng.random() * spread for _ in range(k)]
-    timed = sorted(
-        ((at, r) for at, r in zip(times, arrivals.requests, strict=False) if at < arrivals.until),
-        key=lambda pair: pair[0],
-    )
+    times = burst_times(rate, size, arrivals.until, random.Random(seed), spread)
+    timed = zip(times, arrivals.requests, strict=False)
     return replace(arrivals, requests=tuple(replace(r, arrival=at) for at, r in timed))
 
 

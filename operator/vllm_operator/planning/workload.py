@@ -21,9 +21,9 @@ SLICE_SECONDS = 300.0  # the search's window of a longer workload
 # How long one burst of a bursty Poisson workload takes to arrive: its requests are uniform over
 # it. A count per 30 s (what Prometheus can give) shows how big bursts are, not how long; on the
 # code trace's bursts (67 requests in a second at most), bursts of the size its counts give,
-# spread over 3 s, replay the trace's share of requests in the SLO to 4.7 points on average over
-# 3, 5 and 8 pods by three token budgets (16.7 at most), where 1 s misses it by 28.5 and 5 s by
-# 11.5 (bench/results/arrival_burstiness.md).
+# spread over 3 s, replay the trace's share of requests in the SLO to 4.5 points on average over
+# 3, 5 and 8 pods by three token budgets (13.5 at most), where 1 s misses it by 27.0 and 5 s by
+# 12.0 (bench/results/arrival_burstiness.md).
 BURST_SECONDS = 3.0
 WARMUP_SECONDS = 30.0  # arrivals before the window that fill the engine and are not counted
 CLOSED_ROUNDS = 4  # a closed loop sends this many times its concurrency, after as many warm-up
@@ -121,17 +121,25 @@ def _poisson(
         while (t := t + rng.expovariate(rate)) < end:
             out.append(SimRequest(f"plan-{len(out)}", t, prompt.sample(rng), output.sample(rng)))
         return out
+    return [
+        SimRequest(f"plan-{k}", at, prompt.sample(rng), output.sample(rng))
+        for k, at in enumerate(burst_times(rate, burst, end, rng))
+    ]
+
+
+def burst_times(
+    rate: float, burst: float, end: float, rng: random.Random, spread: float = BURST_SECONDS
+) -> list[float]:
+    """Sorted arrival times before `end` at `rate`: bursts of geometric size (mean `burst`) at
+    Poisson times (rate / burst), each burst's requests uniform over `spread` seconds."""
     times: list[float] = []
     t = 0.0
     while (t := t + rng.expovariate(rate / burst)) < end:
         size = 1
         while rng.random() >= 1 / burst:
             size += 1
-        times += [t + rng.random() * BURST_SECONDS for _ in range(size)]
-    return [
-        SimRequest(f"plan-{k}", at, prompt.sample(rng), output.sample(rng))
-        for k, at in enumerate(sorted(at for at in times if at < end))
-    ]
+        times += [t + rng.random() * spread for _ in range(size)]
+    return sorted(at for at in times if at < end)
 
 
 def busiest_slice(

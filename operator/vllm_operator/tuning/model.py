@@ -145,7 +145,8 @@ class MetricsSnapshot:
     output_lengths: Empirical | None = None
     # How bursty arrivals were: variance over mean of the finished requests per 30 s, in Allan's
     # form (metrics/queries.py build_arrival_dispersion); about 1 for Poisson arrivals. None when
-    # not measured (a window under 4 minutes, a scrape interval over 15 s).
+    # not measured (a window under 4 minutes; it also needs a scrape interval of 15 s or less,
+    # docs/metrics.md).
     arrival_dispersion: float | None = None
     # The same arrival rate one traffic period back (the daily shape, tuning/forecast.py);
     # None when not asked for or not answered.

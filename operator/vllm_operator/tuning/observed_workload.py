@@ -56,8 +56,10 @@ class Unmeasured:
 
 def burst_size(dispersion: float | None, pods: int = 1) -> float:
     """The mean burst (requests) one of `pods` pods gets, for the fleet's arrival dispersion:
-    bursts of geometric size m give a dispersion of 2 m - 1, and a Service spreads a burst over
-    its pods; 1 (plain Poisson) when not measured or under POISSON_UP_TO, on a grid above."""
+    bursts of geometric size m give a dispersion of 2 m - 1 (somewhat less as measured, its
+    largest change left out; the replay's BURST_SECONDS was fitted to a trace through that same
+    measure), and a Service spreads a burst over its pods; 1 (plain Poisson) when not measured
+    or under POISSON_UP_TO, on a grid above."""
     if dispersion is None or not math.isfinite(dispersion) or dispersion < POISSON_UP_TO:
         return 1.0
     per_pod = (dispersion + 1) / 2 / max(1, pods)
