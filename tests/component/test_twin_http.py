@@ -341,6 +341,43 @@ def test_bodies_vllm_parses_and_errors_in_vllms_json_shape() -> None:
     asyncio.run(main())
 
 
+def test_fields_the_twin_does_not_serve_are_typed_and_the_answer_named_as_asked() -> None:
+    """A field vLLM types is checked even where the twin does nothing with it; a client's
+    X-Request-Id (else the body's request_id) names the answer, as vLLM names it."""
+
+    async def main() -> None:
+        async with twin("--max-model-len", "64") as (s, base):
+            url = f"{base}/v1/chat/completions"
+            chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+            for bad, param in (
+                ({"truncation_side": 5}, "truncation_side"),
+                ({"tools": []}, "tools"),
+                ({"tool_choice": "required"}, "tool_choice"),
+                ({"cache_salt": ""}, "cache_salt"),
+            ):
+                async with s.post(url, json={**chat, **bad}) as r:
+                    assert r.status == 400, bad
+                    assert (await r.json())["error"]["param"] == param
+            served = {**chat, "tools": [{"function": {"name": "f"}}], "request_id": "mine"}
+            async with s.post(url, json=served) as r:
+                assert r.status == 200
+                assert (await r.json())["id"] == "chatcmpl-mine"
+            async with s.post(url, json=served, headers={"X-Request-Id": "trace-1"}) as r:
+                assert (await r.json())["id"] == "chatcmpl-trace-1"
+            # the same id twice at once is two requests, as in vLLM
+            twice = [s.post(url, json=served) for _ in range(2)]
+            for answer in await asyncio.gather(*(t.__aenter__() for t in twice)):
+                assert answer.status == 200 and (await answer.json())["id"] == "chatcmpl-mine"
+                answer.release()
+            # truncation keeps the prompt within the context instead of a 400
+            long = {"prompt": "w " * 100, "max_tokens": 1, "truncate_prompt_tokens": 10}
+            async with s.post(f"{base}/v1/completions", json=long) as r:
+                assert r.status == 200
+                assert (await r.json())["usage"]["prompt_tokens"] == 10
+
+    asyncio.run(main())
+
+
 def test_client_disconnect_aborts_the_request_in_the_engine() -> None:
     async def main() -> None:
         async with twin("--time-scale", "1") as (s, base):

@@ -162,5 +162,5 @@ def test_the_twin_refuses_what_vllms_sampling_params_refuse_in_its_words(
         ours = None
     except RequestError as exc:
         ours = {"message": exc.message, "param": exc.param}
-    # the sampling checks' verdict, else the input processor's as the prompts go in
-    assert ours == (theirs["sampling"] or theirs["prompt"])
+    # the renderer's verdict, else the sampling checks', else the input processor's
+    assert ours == (theirs["render"] or theirs["sampling"] or theirs["prompt"])

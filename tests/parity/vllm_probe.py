@@ -14,7 +14,8 @@ stdin: a JSON list of cases. Each case has
 (Other modes: --options, --values, --resolve; --dtypes: stdin a list of {"cache", "model"}
 dtype names; stdout vLLM's KV-cache and model dtype lists and VllmConfig's KV-dtype check's
 error, or null, for each; --requests: stdin a list of {"chat": bool, "body": {...}}; stdout
-whether vLLM's request model for it accepts each body, and its first error line.)
+whether vLLM's request model for it accepts each body, and its first error line;
+--request-fields: the field names of vLLM's completion and chat request models.)
 stdout: {"vllm": <version>, "results": [...]} with one result per case, in order:
   {"accepted": bool, "stage": null | "parse" | "validate" | "config", "error": str | null,
    "parsed": {"cli": {...}, "scheduler": {...}, "cache": {...}}}
@@ -506,10 +507,64 @@ def env_flags(cases: list[dict[str, str]]) -> dict[str, Any]:
     return {"vllm": vllm.__version__, "results": results}
 
 
+def request_fields() -> dict[str, Any]:
+    """The fields of vLLM's completion and chat request models, by name."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+
+    return {
+        "vllm": vllm.__version__,
+        "chat": sorted(ChatCompletionRequest.model_fields),
+        "completion": sorted(CompletionRequest.model_fields),
+    }
+
+
+def _accepted(**refusal: dict[str, Any] | None) -> dict[str, Any]:
+    """A body the request model accepts, and the stage after it that refused it, if one did."""
+    stages = {"render": None, "sampling": None, "prompt": None}
+    return {"accepted": True, "error": None, **stages, **refusal}
+
+
+def _client_error(exc: Exception) -> dict[str, Any]:
+    """The message and param vLLM's error response gives the client for `exc`."""
+    from vllm.entrypoints.serve.exception_handling.error_response import create_error_response
+
+    error = create_error_response(exc).error
+    return {"message": error.message, "param": error.param}
+
+
+def _text_prompt(request: Any) -> bool:
+    prompt = getattr(request, "prompt", None)
+    return isinstance(prompt, str) or (
+        isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], str)
+    )
+
+
+def _rendered_length(tok_params: Any, length: int, *, text: bool) -> int:
+    """A prompt of `length` tokens after the renderer: text is tokenised up to the encode
+    limit (`get_encode_kwargs`), then truncation and the length check (`_validate_tokens`)."""
+    if text:
+        limit = tok_params.get_encode_kwargs()
+        if limit.get("truncation") and limit.get("max_length") is not None:
+            length = min(length, limit["max_length"])
+    return len(tok_params._validate_tokens(None, list(range(length))))
+
+
+def _embeds_of(request: Any) -> list[Any]:
+    """A completion's prompt_embeds as the renderer takes them: one, or a list."""
+    embeds = getattr(request, "prompt_embeds", None)
+    if embeds is None:
+        return []
+    return embeds if isinstance(embeds, list) else [embeds]
+
+
 def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """What vLLM's request models (completions, chat) say to each body: accepted, or why not;
-    and for an accepted one, what its SamplingParams say, built as the serving layer builds
-    them (`get_max_tokens` with the case's `max_model_len` and the first of its `prompt_lens`,
+    and for an accepted one, what the renderer says (`build_tok_params`: max_tokens and
+    truncate_prompt_tokens against the context; prompt embeddings, which a server without
+    `--enable-prompt-embeds` refuses; each of `prompt_lens` truncated and checked as tokens),
+    then what its SamplingParams say, built as the serving layer builds
+    them (`get_max_tokens` with the case's `max_model_len` and the first rendered length,
     then `to_sampling_params` with no generation-config defaults): the message the client reads;
     then, where they pass, what the input processor's length check says to each prompt length
     as the prompts go in (`InputProcessor._validate_prompt_len`, run on a stand-in
@@ -518,9 +573,9 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
 
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
-    from vllm.entrypoints.serve.exception_handling.error_response import create_error_response
     from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
     from vllm.exceptions import VLLMValidationError
+    from vllm.renderers.embed_utils import safe_load_prompt_embeds
     from vllm.v1.engine.input_processor import InputProcessor
 
     results = []
@@ -535,29 +590,47 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
         except (ValueError, VLLMValidationError) as exc:  # pydantic's, and vLLM's validators
             results.append({"accepted": False, "error": str(exc).splitlines()[0]})
             continue
+        except (TypeError, AttributeError, KeyError) as exc:
+            # a validator of vLLM's that assumed the body's types: its server answers 500
+            error = f"{type(exc).__name__}: {exc}"
+            results.append({"accepted": False, "error": error, "crash": True})
+            continue
+        try:  # the renderer: its limits, each prompt's embeddings, then its tokens
+            tok_params = request.build_tok_params(config)
+            for embeds in _embeds_of(request):
+                safe_load_prompt_embeds(SimpleNamespace(enable_prompt_embeds=False), embeds)
+            lengths = [
+                _rendered_length(tok_params, n, text=case["chat"] or _text_prompt(request))
+                for n in case["prompt_lens"]
+            ]
+        except VLLMValidationError as exc:
+            results.append(_accepted(render=_client_error(exc)))
+            continue
         requested = getattr(request, "max_completion_tokens", None)
         requested = request.max_tokens if requested is None else requested
         sampling = prompt = None
         try:
-            first = case["prompt_lens"][0]
+            first = lengths[0]
             max_tokens = get_max_tokens(case["max_model_len"], requested, first, {})
             request.to_sampling_params(max_tokens, {})
         except (ValueError, TypeError, VLLMValidationError) as exc:
-            error = create_error_response(exc).error
-            sampling = {"message": error.message, "param": error.param}
+            sampling = _client_error(exc)
         try:
-            for length in case["prompt_lens"] if sampling is None else ():
+            for length in lengths if sampling is None else ():
                 InputProcessor._validate_prompt_len(processor, length, "decoder")
         except VLLMValidationError as exc:
-            error = create_error_response(exc).error
-            prompt = {"message": error.message, "param": error.param}
-        results.append({"accepted": True, "error": None, "sampling": sampling, "prompt": prompt})
+            prompt = _client_error(exc)
+        results.append(_accepted(sampling=sampling, prompt=prompt))
     return {"vllm": vllm.__version__, "results": results}
 
 
 def main() -> int:
     if sys.argv[1:] == ["--requests"]:
         json.dump(request_verdicts(json.load(sys.stdin)), _ANSWER)
+        _ANSWER.write("\n")
+        return 0
+    if sys.argv[1:] == ["--request-fields"]:
+        json.dump(request_fields(), _ANSWER)
         _ANSWER.write("\n")
         return 0
     if sys.argv[1:] == ["--env-flags"]:

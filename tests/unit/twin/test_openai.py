@@ -304,10 +304,15 @@ JSON = st.recursive(
 FIELDS = ("prompt", "messages", "max_tokens", "max_completion_tokens", "n", "priority", "stream",
           "stream_options", "model", "temperature", "top_p", "top_k", "min_p", "min_tokens",
           "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "logit_bias",
-          "logprobs", "top_logprobs", "echo")  # fmt: skip
+          "logprobs", "top_logprobs", "echo",
+          # typed, not served (request_unserved.py), and read by vLLM's validators
+          "tools", "tool_choice", "response_format", "structured_outputs", "cache_salt",
+          "truncate_prompt_tokens", "truncation_side", "logprob_token_ids", "use_beam_search",
+          "prompt_embeds", "repetition_detection", "vllm_xargs", "thinking_token_budget",
+          "continue_final_message", "add_generation_prompt", "request_id")  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=6), st.booleans())
 def test_any_body_is_work_or_a_one_line_400(body: dict[str, Any], chat: bool) -> None:
     """Whatever a client sends: sane work for the engine, or a RequestError whose JSON body is
@@ -345,3 +350,51 @@ def test_one_line_escapes_every_line_break_and_nothing_else(text: str) -> None:
     assert len(out.splitlines()) <= 1
     if len(text.splitlines()) <= 1 and not any(ch.splitlines() != [ch] for ch in text):
         assert out == text
+
+
+@pytest.mark.parametrize(
+    ("truncate", "max_tokens", "engine"),
+    [
+        (10, 1, [(10, 1)]),  # cut to 10
+        (-1, 1, [(99, 1)]),  # the context less one token for output
+        (200, 1, None),  # above the context: the renderer refuses it
+        (None, 1, None),  # no truncation: 150 words do not fit
+    ],
+)
+def test_truncate_prompt_tokens_cuts_the_prompt_before_the_length_checks(
+    truncate: int | None, max_tokens: int, engine: list[tuple[int, int]] | None
+) -> None:
+    body = {"prompt": "w " * 150, "max_tokens": max_tokens, "truncate_prompt_tokens": truncate}
+    if engine is None:
+        with pytest.raises(RequestError):
+            prompts(body)
+    else:
+        assert prompts(body) == engine
+
+
+def test_a_completion_with_prompt_embeds_is_refused_as_without_enable_prompt_embeds() -> None:
+    with pytest.raises(RequestError) as caught:
+        prompts({"prompt_embeds": "YQ=="})
+    assert caught.value.param == "prompt_embeds"
+    assert "--enable-prompt-embeds" in caught.value.message
+
+
+def test_a_json_schema_format_without_a_schema_leaves_no_constraint() -> None:
+    body = {"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "n"}}}
+    with pytest.raises(RequestError) as caught:
+        prompts(body)
+    assert caught.value.message.startswith("You must use one kind of structured outputs")
+    schema = {"name": "n", "schema": {"type": "object"}}
+    assert prompts(
+        {"prompt": "a", "response_format": {"type": "json_schema", "json_schema": schema}}
+    )
+
+
+def test_the_answer_is_named_by_the_header_then_the_body_then_at_random() -> None:
+    from vllm_twin.server.generate import answer_id
+
+    assert answer_id(True, "h", "b") == "chatcmpl-h"
+    assert answer_id(False, None, "b") == "cmpl-b"
+    assert answer_id(False, None, None).startswith("cmpl-")
+    assert work({"prompt": "a", "request_id": "r"}).request_id == "r"
+    assert work({"prompt": "a"}).request_id is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -64,6 +64,13 @@ async def _read_work(request: web.Request, chat: bool, state: TwinState) -> open
     return work
 
 
+def answer_id(chat: bool, header: str | None, body: str | None) -> str:
+    """The answer's id as vLLM names it (`_base_request_id`, vllm/entrypoints/serve/engine/
+    serving.py): the X-Request-Id header, else the body's request_id, else a random one."""
+    base = header if header is not None else body if body is not None else uuid.uuid4().hex
+    return f"{'chatcmpl' if chat else 'cmpl'}-{base}"
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     """vLLM 0.33's order: the request model (400), the model name (404), admission (503), the
     prompts' checks (400), then each prompt to the engine, admitted again (503)."""
@@ -77,9 +84,13 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         prompts = openai.engine_prompts(work, state.max_model_len)
     except openai.RequestError as exc:
         return _error(exc)
-    request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-    # vLLM names a completion's engine requests by prompt; a chat has one, the request's own
-    ids = [request_id] if chat else [f"{request_id}-{i}" for i in range(len(prompts))]
+    # usage counts the prompts as the engine got them: truncate_prompt_tokens may cut them
+    work = replace(work, prompts=tuple(p.prompt_tokens for p in prompts))
+    request_id = answer_id(chat, request.headers.get("X-Request-Id"), work.request_id)
+    # vLLM names a completion's engine requests by prompt; a chat has one, the request's own.
+    # A client's id need not be unique, so the engine's carry a suffix of the twin's.
+    engine_id = f"{request_id}-{uuid.uuid4().hex[:8]}"
+    ids = [engine_id] if chat else [f"{engine_id}-{i}" for i in range(len(prompts))]
     events: asyncio.Queue[RequestEvent] = asyncio.Queue()
     try:
         refused = _submit_all(state.driver, events, ids, prompts, work, chat, arrival)

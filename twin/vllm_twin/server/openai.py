@@ -84,6 +84,9 @@ class WorkRequest:
     sampling: Sampling = field(default_factory=Sampling)
     echo_only: bool = False  # a completion's echo with max_tokens 0: vLLM generates one token
     continuous_usage: bool = False  # stream_options.continuous_usage_stats (with include_usage)
+    truncate: int | None = None  # truncate_prompt_tokens: -1 keeps all the context allows
+    embeds: bool = False  # a completion gave prompt_embeds, which vLLM serves only when enabled
+    request_id: str | None = None  # the body's, which names the answer (`_base_request_id`)
 
     @property
     def n(self) -> int:
@@ -159,7 +162,8 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
         raise RequestError(
             "Stream options can only be defined when `stream=True`.", param="stream_options"
         )
-    if not chat and body.get("prompt") in (None, ""):
+    embeds = body.get("prompt_embeds")
+    if not chat and body.get("prompt") in (None, "") and embeds in (None, []):
         raise RequestError(
             "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
         )
@@ -201,6 +205,9 @@ def parse_work(body: Mapping[str, Any], *, chat: bool) -> WorkRequest:
         sampling=sampling,
         echo_only=not chat and bool(getattr(typed, "echo", False)) and requested == 0,
         continuous_usage=continuous,
+        truncate=typed.truncate_prompt_tokens,
+        embeds=getattr(typed, "prompt_embeds", None) not in (None, []),
+        request_id=typed.request_id if "request_id" in typed.model_fields_set else None,
     )
 
 
@@ -218,18 +225,9 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
     with no special tokens) and one that fills the context (_check_decoder_prompt).
     """
     requested = work.requested
-    if requested is not None and requested > max_model_len:
-        param = work.requested_param
-        raise RequestError(
-            validation_message(
-                f"{param}={requested} cannot be greater than max_model_len={max_model_len}. "
-                "Please request fewer output tokens.",
-                param,
-                requested,
-            ),
-            param=param,
-        )
-    for tokens in work.prompts:
+    _check_render(work, max_model_len)
+    prompts = _truncated(work, max_model_len)
+    for tokens in prompts:
         read = min(tokens, max_model_len + 1) if work.tokenized else tokens
         if read > max_model_len:
             at_least = "at least " if read == max_model_len + 1 else ""
@@ -242,7 +240,7 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
                 validation_message(message, "input_tokens", read), param="input_tokens"
             )
     out = []
-    for tokens in work.prompts:
+    for tokens in prompts:
         room = max_model_len - tokens
         max_tokens = room if requested is None else min(requested, room)
         if work.echo_only:  # `echo_without_generation` in vLLM's to_sampling_params
@@ -252,9 +250,47 @@ def engine_prompts(work: WorkRequest, max_model_len: int) -> tuple[EnginePrompt,
         except SamplingError as exc:
             raise RequestError(exc.message, param=exc.param) from None
         out.append(EnginePrompt(tokens, max_tokens))
-    for tokens in work.prompts:  # vLLM's input processor, as each prompt goes in
+    for tokens in prompts:  # vLLM's input processor, as each prompt goes in
         _check_decoder_prompt(tokens, max_model_len)
     return tuple(out)
+
+
+def _check_render(work: WorkRequest, max_model_len: int) -> None:
+    """The renderer's limits (`TokenizeParams.__post_init__`, vllm/renderers/params.py), then
+    prompt embeddings, which a server started without `--enable-prompt-embeds` refuses
+    (vllm/renderers/embed_utils.py; the twin has no such flag)."""
+    requested, param = work.requested, work.requested_param
+    if requested is not None and requested > max_model_len:
+        message = (
+            f"{param}={requested} cannot be greater than max_model_len={max_model_len}. "
+            "Please request fewer output tokens."
+        )
+        raise RequestError(validation_message(message, param, requested), param=param)
+    truncate = work.truncate
+    if truncate is not None and truncate > max_model_len:
+        param = "truncate_prompt_tokens"
+        message = (
+            f"{param}={truncate} cannot be greater than max_model_len = {max_model_len}. "
+            "Please request a smaller truncation size."
+        )
+        raise RequestError(validation_message(message, param, truncate), param=param)
+    if work.embeds:
+        message = "You must set `--enable-prompt-embeds` to input `prompt_embeds`."
+        param = "prompt_embeds"
+        raise RequestError(validation_message(message, param), param=param)
+
+
+def _truncated(work: WorkRequest, max_model_len: int) -> tuple[int, ...]:
+    """Each prompt's tokens after `truncate_prompt_tokens` (`_truncation_slice`): -1 keeps
+    what leaves one token of the context for output, all of it when no output is asked."""
+    limit = work.truncate
+    if limit is None:
+        return work.prompts
+    if limit < 0:
+        # the renderer's max_output_tokens is 0 only where max_tokens (or chat's
+        # max_completion_tokens) is
+        limit = max_model_len if work.requested == 0 else max_model_len - 1
+    return tuple(min(tokens, limit) for tokens in work.prompts)
 
 
 def _check_decoder_prompt(tokens: int, max_model_len: int) -> None:

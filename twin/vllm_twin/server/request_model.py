@@ -5,9 +5,9 @@ vllm/entrypoints/openai/completion/protocol.py; `ChatCompletionRequest`,
 .../chat_completion/protocol.py) before it serves it: `"temperature": "hot"` is a 400, and so
 is `"n": null`, while pydantic's lax mode takes `"max_tokens": "5"` and `5.0` as 5. The twin
 checks the same fields with the same types, with pydantic too, so it refuses and accepts what
-vLLM does for them. Fields not listed here (tools, response formats, logit processors, ...) are
-accepted unchecked, as vLLM accepts unknown ones; of vLLM's cross-field validators only the
-logprobs one is reproduced (check_logprobs), not those of beam search or structured outputs.
+vLLM does for them; the rest of vLLM's fields (tools, response formats, ...) are typed by
+request_unserved.py and their validators are request_checks.py's. Unknown fields are accepted,
+as vLLM accepts them.
 What vLLM's SamplingParams refuse later (a temperature of 3, an empty stop string) is
 sampling.py's.
 The parity tier compares these verdicts with vLLM's own models
@@ -22,21 +22,22 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from vllm_twin.server.request_checks import BodyError, check_body
+from vllm_twin.server.request_unserved import (
+    INT64_MAX,
+    INT64_MIN,
+    ChatUnserved,
+    CompletionUnserved,
+    UnservedFields,
+)
+
+__all__ = ["BodyError", "ChatBody", "CompletionBody", "first_problem", "validate_body"]
+
 Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 MAX_STOP_STRINGS = 128  # VLLM_MAX_STOP_STRINGS' default (vllm/envs.py)
 Stop = str | Annotated[list[str], Field(max_length=MAX_STOP_STRINGS)] | None
 # top_logprobs: null means omitted (vllm/entrypoints/generate/base/protocol.py)
 TopLogprobs = Annotated[int, BeforeValidator(lambda v: 0 if v is None else v)]
-
-
-class BodyError(Exception):
-    """A refusal by one of vLLM's own request validators (VLLMValidationError), not pydantic's;
-    like it, not a ValueError, so pydantic lets it through as it is."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.message, self.param = message, param
 
 
 def check_logprobs(data: Any, fields: tuple[str, str]) -> Any:
@@ -69,7 +70,7 @@ class StreamOptions(BaseModel):  # vLLM's name: its type errors say it
     continuous_usage_stats: bool | None = False
 
 
-class _Sampling(BaseModel):
+class _Sampling(UnservedFields):
     """The fields both request kinds share, typed as vLLM types them."""
 
     model_config = ConfigDict(extra="allow")
@@ -102,7 +103,7 @@ class _Sampling(BaseModel):
 TokenId = Annotated[int, Field(ge=0)]
 
 
-class CompletionBody(_Sampling):
+class CompletionBody(_Sampling, CompletionUnserved):
     prompt: list[TokenId] | list[list[TokenId]] | str | list[str] | None = None
     echo: bool | None = False
     logprobs: int | None = None
@@ -113,9 +114,10 @@ class CompletionBody(_Sampling):
     _logprobs = model_validator(mode="before")(
         lambda data: check_logprobs(data, ("prompt_logprobs", "logprobs"))
     )
+    _unserved = model_validator(mode="before")(lambda data: check_body(data, chat=False))
 
 
-class ChatBody(_Sampling):
+class ChatBody(_Sampling, ChatUnserved):
     logprobs: bool | None = False
     top_logprobs: TopLogprobs = 0
     max_tokens: int | None = None
@@ -125,6 +127,7 @@ class ChatBody(_Sampling):
     _logprobs = model_validator(mode="before")(
         lambda data: check_logprobs(data, ("prompt_logprobs", "top_logprobs"))
     )
+    _unserved = model_validator(mode="before")(lambda data: check_body(data, chat=True))
 
 
 def first_problem(exc: ValidationError) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from vllm_operator.sim.engine import MAX_N_SEQUENCES
+from vllm_twin.server.request_unserved import constraint_problem
 
 SAMPLING_EPS: Final = 1e-5  # below it, temperature means greedy sampling
 MAX_TEMP: Final = 1e-2  # a temperature in (0, MAX_TEMP) is raised to it, not refused
@@ -62,6 +63,7 @@ class Sampling:
     prompt_logprobs: int | None = None
     stop: tuple[str, ...] = ()
     logit_bias: tuple[tuple[str, float], ...] = ()
+    constraint_error: str | None = None  # request_unserved.constraint_problem's
 
 
 def sampling_of(typed: Any, *, chat: bool) -> Sampling:
@@ -95,12 +97,15 @@ def sampling_of(typed: Any, *, chat: bool) -> Sampling:
         prompt_logprobs=prompt_logprobs,
         stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
         logit_bias=tuple(bias.items()),
+        constraint_error=constraint_problem(typed),
     )
 
 
 def check_sampling(s: Sampling, max_tokens: int) -> None:
     """Raise SamplingError where vLLM's SamplingParams refuses `s` with `max_tokens` (the
     engine's, after the clamp to the context)."""
+    if s.constraint_error is not None:  # to_sampling_params merges them before SamplingParams
+        raise SamplingError(s.constraint_error)
     _check_logit_bias(s.logit_bias)
     _check_n(s.n)
     _check_penalties(s)
