@@ -129,6 +129,7 @@ import vllm  # noqa: E402
 from vllm.config import CacheConfig, SchedulerConfig  # noqa: E402
 from vllm.engine.arg_utils import AsyncEngineArgs, EngineArgs  # noqa: E402
 from vllm.entrypoints.cli.serve import ServeSubcommand  # noqa: E402
+from vllm.exceptions import VLLMValidationError  # noqa: E402
 from vllm.usage.usage_lib import UsageContext  # noqa: E402
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 from vllm.utils.torch_utils import resolve_kv_cache_dtype_string  # noqa: E402
@@ -336,9 +337,11 @@ def probe(case: dict[str, Any]) -> dict[str, Any]:
         return _refused("parse", lines[-1] if lines else "argparse exited", parsed)
     except ValueError as exc:  # FlexibleArgumentParser's own argv checks
         return _refused("parse", str(exc), parsed)
+    except IndexError as exc:  # its dotted-argument pass reads past the end: `vllm serve` dies
+        return _refused("parse", f"IndexError: {exc}", parsed)
     try:
         serve.validate(args)
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, VLLMValidationError) as exc:
         return _refused("validate", str(exc), parsed)
 
     # ServeSubcommand.cmd: "If model is specified in CLI (as positional arg), it takes precedence"
@@ -401,10 +404,49 @@ def dump_options() -> dict[str, Any]:
                 "choices": None if action.choices is None else [str(c) for c in action.choices],
                 "nargs": action.nargs,
                 "type": getattr(action.type, "__name__", None if action.type is None else "?"),
+                # --lora-modules: its action reads each item (LoRAParserAction)
+                "value": "lora_module"
+                if type(action).__name__ == "LoRAParserAction"
+                else _value_type(action.type),
             }
         )
     options.sort(key=lambda o: o["dest"])
     return {"vllm": vllm.__version__, "options": options}
+
+
+def _dataclass_keys(cls: Any) -> list[str]:
+    """The keys a config dataclass takes from JSON (its init fields, or their aliases); vLLM's
+    forbid any other (`extra="forbid"`), which the probe checks."""
+    fields = getattr(cls, "__pydantic_fields__", {})
+    keys = sorted(
+        str(info.validation_alias or info.alias or field)
+        for field, info in fields.items()
+        if info.init is not False and info.init_var is not True
+    )
+    if getattr(cls, "__pydantic_config__", {}).get("extra") != "forbid":
+        raise ProbeError(f"{cls.__name__} takes keys other than its fields: record that")
+    return keys
+
+
+def _value_type(convert: Any) -> str | None:
+    """What an option's `type` does to a value, as vllm_operator.vllm.value_types reads it:
+    the callable's name, with what optional_type and parse_type wrap in parentheses
+    ("optional(int)", "parse(loads)"), "dataclass:KEY,..." for parse_dataclass (JSON validated
+    into one of vLLM's config dataclasses, which take only those keys), and "lower_snake" for
+    the lambdas that lower-case a backend's name and turn `-` into `_` before its choices are
+    checked."""
+    if convert is None:
+        return None
+    name = getattr(convert, "__name__", "?")
+    if name in ("_optional_type", "_parse_type"):
+        cells = dict(zip(convert.__code__.co_freevars, convert.__closure__ or (), strict=True))
+        inner = _value_type(cells["return_type"].cell_contents)
+        return f"{name.strip('_').removesuffix('_type')}({inner})"
+    if name == "parse_dataclass":
+        return "dataclass:" + ",".join(_dataclass_keys(convert.__defaults__[0]))
+    if name == "<lambda>":
+        return "lower_snake" if convert("A-B") == "a_b" else "lambda"
+    return name
 
 
 class _CapturedError(Exception):
@@ -574,7 +616,6 @@ def request_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
     from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
-    from vllm.exceptions import VLLMValidationError
     from vllm.renderers.embed_utils import safe_load_prompt_embeds
     from vllm.v1.engine.input_processor import InputProcessor
 

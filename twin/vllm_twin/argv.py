@@ -2,7 +2,8 @@
 
 The e2e harness starts a twin with exactly a pod's container args, so this parser accepts what
 vLLM accepts for the flags the operator can render, in vLLM's spellings (docs/vllm-0.33.md §1):
-- the model is positional (`vllm serve MODEL ...`) or `--model`; the positional wins;
+- the model is positional (`vllm serve MODEL ...`) or `--model`, which vLLM moves to the front
+  as the positional (so both at once is an unrecognized argument);
 - every flag, spelling, value syntax and default comes from vLLM's facts
   (vllm_operator.vllm.flags); `--flag value`, `--flag=value`, `_` for `-` and unique prefixes
   resolve as vLLM resolves them (vllm_operator.vllm.options);
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -29,8 +32,10 @@ from vllm_operator.sim.engine.config import EngineConfig
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.env import ALLOW_LONG_MAX_MODEL_LEN, env_flag
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
+from vllm_operator.vllm.numbers import human_readable_int
 from vllm_operator.vllm.options import Option, load_option_table, resolve_token
-from vllm_operator.vllm.values import VALUE_TYPES, value_parser
+from vllm_operator.vllm.serve_checks import serve_problem
+from vllm_operator.vllm.values import checked_parser, value_parser
 from vllm_twin.server.auth import resolve_api_keys
 
 ENGINE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineConfig))
@@ -131,6 +136,7 @@ def _no_config_file(text: str) -> str:
     )
 
 
+_BY_DEST = {o.dest: o for o in _TABLE.options}
 OTHER_OPTIONS: tuple[Option, ...] = tuple(
     o for o in _TABLE.options if o.dest not in _KNOWN_DESTS and o.dest not in _REFUSED_OPTIONS
 )
@@ -139,18 +145,27 @@ OTHER_OPTIONS: tuple[Option, ...] = tuple(
 def _add_other(p: argparse.ArgumentParser, option: Option) -> None:
     dest, names = f"other_{option.dest}", option.strings
     if option.nargs == 0:
-        p.add_argument(*names, dest=dest, action="store_const", const=True, default=None)
+        # vLLM's boolean pairs: --x / --no-x, and --enable-x / --disable-x
+        off = tuple(n for n in names if _negates(n, option.dest))
+        on = tuple(n for n in names if n not in off)
+        p.add_argument(*on, dest=dest, action="store_const", const=True, default=None)
+        if off:
+            p.add_argument(*off, dest=dest, action="store_const", const=False, default=None)
         return
     action = "append" if option.action == "_AppendAction" else "store"
     kwargs: dict[str, Any] = {"dest": dest, "action": action, "default": None}
     if option.nargs is not None:
         kwargs["nargs"] = option.nargs
-    parse = value_parser(option)
+    parse = checked_parser(option)  # the choices are checked on the converted value there
     if parse is not None:
         kwargs["type"] = parse
-    if option.choices is not None and option.type in (*VALUE_TYPES, None, "str"):
-        kwargs["choices"] = option.choices
     p.add_argument(*names, **kwargs)
+
+
+def _negates(string: str, dest: str) -> bool:
+    return string.startswith("--no-") or (
+        string.startswith("--disable-") and not dest.startswith("disable")
+    )
 
 
 def add_engine_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -221,6 +236,7 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
     extras are matched exactly first, since `--gpu` is a prefix of vLLM's own flags.
     """
     extras = {extra.flag for extra in TWIN_EXTRAS}
+    argv = _merge_dotted(_model_first(argv))
     out: list[str] = []
     positional_only = False
     for i, arg in enumerate(argv):
@@ -245,6 +261,75 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
         else:
             out.append(arg)
     return out
+
+
+def _model_first(argv: Sequence[str]) -> list[str]:
+    """FlexibleArgumentParser moves the first `--model X` (or `--model=X`) to the front as the
+    positional model (vllm/utils/argparse_utils.py), so a positional given as well is then an
+    unrecognized argument."""
+    at = next((i for i, arg in enumerate(argv) if re.match(r"^--model(=.+|$)", arg)), None)
+    if at is None:
+        return list(argv)
+    if argv[at] == "--model":
+        if at + 1 >= len(argv):
+            raise ArgvError("argument --model: expected one argument")
+        return [argv[at + 1], *argv[:at], *argv[at + 2 :]]
+    return [argv[at].removeprefix("--model="), *argv[:at], *argv[at + 1 :]]
+
+
+def _merge_dotted(argv: Sequence[str]) -> list[str]:
+    """FlexibleArgumentParser's dotted arguments (vllm/utils/argparse_utils.py): `--a.b 1` and
+    `--a.c=x` become `--a '{"b": 1, "c": "x"}'` after the rest, each value read as JSON, else
+    a human-readable int, else text; `--a.b+ x,y` is a list. Any `-` token with a dot in its
+    name is one, a bare `-0.5` too (option `-0`, which then does not exist)."""
+    out: list[str] = []
+    merged: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if not arg.startswith("-") or "." not in arg or (eq and "." not in name):
+            out.append(arg)
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(argv):
+                # vLLM's parser fails there (IndexError): a bare `-0.5` value ends up here
+                raise ArgvError(f"argument {arg}: a dotted option expects one argument")
+            value = argv[i + 1]
+            i += 1
+        i += 1
+        if name.endswith("+"):
+            name, value = name[:-1], json.dumps(value.split(","))
+        key, *keys = name.split(".")
+        nested: Any = _dotted_value(value)
+        for part in reversed(keys):
+            nested = {part: nested}
+        _merge(merged.setdefault(key, {}), nested)
+    for key, value in merged.items():
+        out += [key, json.dumps(value)]
+    return out
+
+
+def _dotted_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return human_readable_int(text)
+        except ValueError:
+            return text
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    """recursive_dict_update: nested objects merge, lists concatenate, the rest is replaced."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        elif isinstance(v, list) and isinstance(into.get(k), list):
+            into[k] += v
+        else:
+            into[k] = v
 
 
 @dataclass(frozen=True)
@@ -284,6 +369,18 @@ def _extras_from(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, An
     return values
 
 
+def _parsed(ns: argparse.Namespace, dest: str) -> Any:
+    """What vLLM's namespace would hold at `dest`: the twin's own flag, else the value given
+    for an option it does not model, else vLLM's default (options.json)."""
+    if hasattr(ns, dest):
+        return getattr(ns, dest)
+    given = getattr(ns, f"other_{dest}", None)
+    if given is not None:
+        return given
+    option = _BY_DEST.get(dest)
+    return None if option is None else option.default
+
+
 def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
     """Parse `vllm serve` argv; raises ArgvError like argparse would exit 2 (SystemExit on -h)."""
     ns = build_parser().parse_args(normalize_argv(argv))
@@ -296,6 +393,9 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         for dest, neutral in _UNMODELLED.items()
         if getattr(ns, dest) != neutral
     ) + tuple(o.strings[0] for o in OTHER_OPTIONS if getattr(ns, f"other_{o.dest}") is not None)
+    problem = serve_problem(lambda dest: _parsed(ns, dest), env)
+    if problem is not None:
+        raise ArgvError(problem)
     extras = _extras_from(ns, env)
     return TwinArgs(
         model=model,

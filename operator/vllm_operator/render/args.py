@@ -26,6 +26,7 @@ omitted, so vLLM applies its own defaults.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -129,6 +130,9 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
     return args
 
 
+NEGATIVE_DECIMAL = re.compile(r"^-\d*\.\d+$")
+
+
 def checked_extra_args(extra_args: list[str]) -> list[str]:
     """extraArgs, refused when vLLM would read one as an owned flag, in any spelling, or would
     exit on them: no such flag, a value its parser refuses, a missing or stray value.
@@ -139,6 +143,13 @@ def checked_extra_args(extra_args: list[str]) -> list[str]:
     for index, token in enumerate(extra_args):
         if is_level_pair(extra_args, index):
             continue
+        if NEGATIVE_DECIMAL.match(token):
+            raise RenderError(
+                flags.extra_arg_field(index),
+                f'"{token}": vLLM 0.33 reads a bare negative decimal as a dotted option (its '
+                "parser's `--a.b` rewrite), which takes the next argument as its value; write "
+                f"it after `=` (--flag={token})",
+            )
         problem = flags.extra_arg_problem(token)
         if problem is not None:
             raise RenderError(flags.extra_arg_field(index), f'"{token}"{problem}')

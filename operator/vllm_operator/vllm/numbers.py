@@ -21,8 +21,10 @@ class FlagValueError(argparse.ArgumentTypeError, ValueError):
     """A value vLLM's parser refuses: argparse prints the message, pydantic sees a ValueError."""
 
 
-def human_readable_int(text: str) -> int:
-    """The integer in `text` as vLLM reads it; FlagValueError when vLLM would refuse it."""
+def human_readable_int(text: str, name: str = "human_readable_int") -> int:
+    """The integer in `text` as vLLM reads it; FlagValueError when vLLM would refuse it, in
+    argparse's words (vLLM's own for a decimal with a binary suffix; "invalid <name> value"
+    where vLLM's int() fails, `name` being the function argparse names)."""
     value = text.strip()
     match = _SUFFIXED.fullmatch(value)
     if match is not None:
@@ -38,7 +40,7 @@ def human_readable_int(text: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise FlagValueError(f"invalid human-readable integer: {text!r}") from None
+        raise FlagValueError(f"invalid {name} value: {text!r}") from None
 
 
 def human_readable_int_or_auto(text: str) -> int:
@@ -46,4 +48,4 @@ def human_readable_int_or_auto(text: str) -> int:
     value = text.strip()
     if value == "-1" or value.lower() == "auto":
         return AUTO
-    return human_readable_int(value)
+    return human_readable_int(value, "human_readable_int_or_auto")

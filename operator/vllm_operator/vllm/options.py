@@ -37,6 +37,7 @@ class Option:
     choices: tuple[str, ...] | None
     nargs: str | int | None
     type: str | None  # name of the `type` callable, e.g. human_readable_int
+    value: str | None = None  # what that callable does (value_types.py), e.g. optional(int)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ def parse_option_table(text: str) -> OptionTable:
                 choices=None if o["choices"] is None else tuple(o["choices"]),
                 nargs=o["nargs"],
                 type=o["type"],
+                value=o.get("value"),
             )
             for o in data["options"]
         ),

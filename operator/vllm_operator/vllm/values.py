@@ -8,14 +8,15 @@ extraArgs, appended after the operator's own flags) the way argparse consumes th
   "ignored explicit argument";
 - an option that takes one value (`nargs` None) with none after it, or only a flag: "expected
   one argument"; `+` takes one or more, `?` zero or one;
-- a value that the option's `type` refuses (int, float, vLLM's human-readable ints) or that is
-  not one of its `choices`;
+- a value that the option's `type` refuses (value_types.py: ints, floats, vLLM's
+  human-readable ints, its optional and JSON types, a config object that is not a JSON object)
+  or that, converted, is not one of its `choices`;
 - a value nothing consumes: `vllm serve` has one positional, the model, which the operator's
   own first argument fills, so any other is "unrecognized arguments";
 - `--help` (and `-h`): the parser prints its help and exits, and the pod with it.
 
-Values whose type is vLLM's own (JSON, dataclasses, optional types) are not checked here; the
-parity tier (tests/parity) compares these verdicts with vLLM's parser.
+The fields inside a config object's JSON are not checked here; the parity tier (tests/parity)
+compares these verdicts with vLLM's parser.
 """
 
 from __future__ import annotations
@@ -24,12 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from vllm_operator.vllm import flags as vf
-from vllm_operator.vllm.numbers import (
-    FlagValueError,
-    human_readable_int,
-    human_readable_int_or_auto,
-)
+from vllm_operator.vllm.numbers import FlagValueError
 from vllm_operator.vllm.options import (
     Option,
     OptionTable,
@@ -37,15 +33,8 @@ from vllm_operator.vllm.options import (
     load_option_table,
     resolve_token,
 )
+from vllm_operator.vllm.value_types import converter, in_choices
 
-# options.json's `type` names whose callables we know, named as vLLM's (argparse's "invalid
-# <name> value" says the name); they raise ValueError (FlagValueError) on what vLLM refuses
-VALUE_TYPES: Final[dict[str, Callable[[str], object]]] = {
-    "int": int,
-    "float": float,
-    "human_readable_int": human_readable_int,
-    "human_readable_int_or_auto": human_readable_int_or_auto,
-}
 _HELP: Final = "_HelpAction"
 
 
@@ -89,51 +78,51 @@ def _explicit(token: str, string: str) -> str | None:
     return None
 
 
-def _optional(parse: Callable[[str], object]) -> Callable[[str], object]:
-    """vLLM's optional_type (vllm/engine/arg_utils.py): "" and "None" are None."""
-
-    def optional(text: str) -> object:
-        return None if text in ("", "None") else parse(text)
-
-    optional.__name__ = getattr(parse, "__name__", "value")
-    return optional
-
-
 def value_parser(option: Option) -> Callable[[str], object] | None:
-    """The `type` vLLM's parser applies to the option's values, where known: its named type,
-    or, for an optional one, the flag table's parser of that flag; None: not checked."""
-    if option.type in VALUE_TYPES:
-        return VALUE_TYPES[option.type]
-    flag = vf.BY_DEST.get(option.dest)
-    if option.type == "_optional_type" and flag is not None and flag.kind in vf.PARSERS:
-        return _optional(vf.PARSERS[flag.kind])
-    return None
+    """The `type` vLLM's parser applies to the option's values (value_types.py, from what
+    options.json records of it); None: the value is taken as given."""
+    return converter(option.value)
+
+
+def checked_parser(option: Option) -> Callable[[str], object] | None:
+    """`value_parser`, then argparse's check of the converted value against the choices;
+    FlagValueError (argparse prints its text) for either refusal. None: nothing to check."""
+    convert, choices = value_parser(option), option.choices
+    if convert is None and choices is None:
+        return None
+
+    def parse(text: str) -> object:
+        converted = text if convert is None else convert(text)
+        if choices is not None and not in_choices(converted, choices):
+            listed = ", ".join(repr(c) for c in choices)
+            raise FlagValueError(f"invalid choice: {converted!r} (choose from {listed})")
+        return converted
+
+    parse.__name__ = option.type or "value"  # argparse names it in "invalid <name> value"
+    return parse
 
 
 def _value_problem(option: Option, value: str) -> str | None:
-    convert = value_parser(option)
-    if convert is not None:
-        try:
-            converted = convert(value)
-        except (ValueError, FlagValueError):
-            kind = option.type if option.type in VALUE_TYPES else "optional"
-            return f"argument {_name(option)}: invalid {kind} value: {value!r}"
-        if option.choices is not None and converted not in option.choices:
-            return _invalid_choice(option, value)
+    parse = checked_parser(option)
+    if parse is None:
         return None
-    if option.choices is not None and option.type in (None, "str") and value not in option.choices:
-        return _invalid_choice(option, value)
+    try:
+        parse(value)
+    except FlagValueError as exc:
+        return f"argument {_name(option)}: {exc}"
+    except ValueError:
+        return f"argument {_name(option)}: invalid {option.type} value: {value!r}"
     return None
 
 
-def _invalid_choice(option: Option, value: str) -> str:
-    choices = ", ".join(repr(c) for c in option.choices or ())
-    return f"argument {_name(option)}: invalid choice: {value!r} (choose from {choices})"
-
-
 def _is_value(token: str, res: Resolution) -> bool:
-    """argparse's 'A': what an option may take as its value."""
-    return token != "--" and res.option is None and not res.ambiguous and not res.unknown
+    """argparse's 'A': what an option may take as its value. Not a `-` token with a dot in its
+    name, a bare `-0.5` included: FlexibleArgumentParser rewrites those as dotted options
+    before argparse sees them (vllm/utils/argparse_utils.py)."""
+    dotted = token.startswith("-") and "." in token.partition("=")[0]
+    return (
+        token != "--" and not dotted and res.option is None and not (res.ambiguous or res.unknown)
+    )
 
 
 def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusal | None:

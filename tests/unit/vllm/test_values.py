@@ -37,7 +37,16 @@ from vllm_twin.argv import parse_vllm_argv
         (["--seed", "1", "2"], 2, "unrecognized arguments: '2'"),
         (["--", "x"], 0, "unrecognized arguments: '--'"),
         (["--"], 0, "unrecognized arguments: '--'"),
-        (["--num-gpu-blocks-override", "x"], 1, "invalid optional value: 'x'"),
+        (["--num-gpu-blocks-override", "x"], 1, "Value x cannot be converted to int."),
+        # every option's type is vLLM's (value_types.py): its optional ones, JSON, config
+        # objects and the keys they take, backend names and their choices, LoRA modules
+        (["--video-pruning-rate", "true"], 1, "Value true cannot be converted to float."),
+        (["--allowed-headers", "1k"], 1, "invalid loads value: '1k'"),
+        (["--kv-transfer-config", "0.5"], 1, "Value 0.5 cannot be converted to dataclass"),
+        (["--compilation-config", '{"a": 1}'], 1, "unknown keys ['a']"),
+        (["--moe-backend", "no-such"], 1, "invalid choice: 'no_such'"),
+        (["--lora-modules", "none"], 1, "Invalid JSON format for --lora-modules: none"),
+        (["--reasoning-effort-map", "{x"], 1, "invalid loads value"),
         (["--help"], 0, "'--help': vllm serve prints its help and exits"),
     ],
 )
@@ -62,6 +71,12 @@ def test_what_vllm_exits_on(extra: list[str], index: int, message: str) -> None:
         ["--compilation-config.mode", "3"],
         ["--num-gpu-blocks-override", "None"],
         ["--kv-cache-memory-bytes", ""],
+        ["--kv-transfer-config", '{"kv_connector": "x", "kv_port": 14k}'],
+        ["--collect-detailed-traces", "None"],
+        ["--max-lora-rank", "320"],
+        ["--moe-backend", "Flashinfer-Cutlass"],
+        ["--lora-modules", "a=b", '{"name": "c", "path": "d"}'],
+        ["--watermark=-0.5"],
         [],
     ],
 )

@@ -1,0 +1,138 @@
+"""A seeded random corpus of `vllm serve` argv, judged by vLLM 0.33.0's parser and by ours.
+
+test_vllm_parity.py checks chosen argv. Here every option of vLLM's parser (options.json) can
+come up, one or two to an argv, each with a value drawn from its choices and from VALUES (text
+of every shape its types refuse or take: numbers, JSON, "None", suffixed ints, a bare `-0.5`),
+given as `--flag value` or `--flag=value`. vLLM's probe (tests/parity/vllm_probe.py) parses
+each, runs `vllm serve`'s own checks and builds its SchedulerConfig and CacheConfig; then:
+
+* the twin (`parse_vllm_argv`) refuses an argv exactly where vLLM's parser or `vllm serve`'s
+  checks refuse it, and where SchedulerConfig or CacheConfig refuse it, its engine does;
+* the operator refuses the same tokens as a spec's extraArgs (`checked_extra_args`) exactly
+  where vLLM's parser exits on them, for the argv that set no flag the operator owns, and a
+  bare negative decimal (`-0.5`) always: vLLM reads it as a dotted option, which takes the
+  next argument (a flag too) as its value.
+
+The twin's engine also refuses what vLLM refuses only when the engine starts and the probe does
+not build (a tensor-parallel size the model's heads do not divide, a KV cache that holds no
+request), so an argv vLLM's probe accepts may stop there; `--max-model-len` is left out, as its
+`auto` needs the GPU's memory (test_vllm_parity.py covers it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+from typing import Any
+
+import pytest
+
+from tests.parity.gen_options import ReferenceError, run_probe
+from vllm_operator.api import flags
+from vllm_operator.render.args import NEGATIVE_DECIMAL, checked_extra_args
+from vllm_operator.render.errors import RenderError
+from vllm_operator.vllm.options import load_option_table
+from vllm_twin.argv import ArgvError, parse_vllm_argv
+from vllm_twin.server.setup import build_engine
+
+pytestmark = pytest.mark.timeout(1800)
+
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
+ARGVS = 1500  # about 20 s of vLLM's parser on 2 cores
+SEED = 20261207
+VALUES = [
+    "1", "0", "-1", "2", "4096", "99999999999999999999", "1.5", "0.5", "-0.5", "1e3", "nan",
+    "inf", "1k", "8K", "abc", "", "None", "none", "auto", "true", "false", "[1]", '{"a":1}',
+    "{}", '{"mode": 3}', '{"kv_connector": "x"}', "a=b", '{"name": "a", "path": "b"}',
+]  # fmt: skip
+LEFT_OUT = ("help", "version", "config", "max_model_len")
+
+
+def _corpus() -> list[list[str]]:
+    options = [o for o in load_option_table().options if o.dest not in LEFT_OUT]
+    rng = random.Random(SEED)
+    argvs = []
+    for _ in range(ARGVS):
+        argv = [MODEL]
+        for _ in range(rng.randint(1, 2)):
+            option = rng.choice(options)
+            flag = rng.choice(option.strings)
+            if option.nargs == 0:
+                argv.append(flag)
+                continue
+            value = rng.choice([*(option.choices or ()), *VALUES])
+            argv += [flag, value] if rng.random() < 0.8 else [f"{flag}={value}"]
+        argvs.append(argv)
+    return argvs
+
+
+CORPUS = _corpus()
+
+
+@pytest.fixture(scope="module")
+def verdicts(vllm_python: str) -> list[dict[str, Any]]:
+    payload = [{"argv": argv, "device": "h100", "model_max_len": 32768} for argv in CORPUS]
+    try:
+        answer = run_probe(vllm_python, [], payload)
+    except ReferenceError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    assert answer["vllm"] == "0.33.0" and len(answer["results"]) == len(CORPUS)
+    return list(answer["results"])
+
+
+def _twin(argv: list[str]) -> tuple[str | None, str | None]:
+    """(the parser's refusal, the engine's refusal) of the twin for `argv`."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            args = parse_vllm_argv(argv, {})
+    except (ArgvError, SystemExit) as exc:
+        return str(exc), None
+    try:
+        build_engine(args)
+    except ValueError as exc:
+        return None, str(exc)
+    return None, None
+
+
+def _shown(argv: list[str], theirs: dict[str, Any], ours: str | None) -> str:
+    return f"{argv[1:]}: vLLM {theirs['stage']} {theirs['error']!r:.160}, ours {ours!r:.160}"
+
+
+def test_the_twin_refuses_an_argv_where_vllm_does(verdicts: list[dict[str, Any]]) -> None:
+    found = []
+    for argv, theirs in zip(CORPUS, verdicts, strict=True):
+        parser, engine = _twin(argv)
+        if theirs["accepted"]:
+            agrees = parser is None
+        elif theirs["stage"] == "config":
+            agrees = (parser or engine) is not None
+        else:
+            agrees = parser is not None
+        if not agrees:
+            found.append(_shown(argv, theirs, parser or engine))
+    assert not found, f"{len(found)} of {len(CORPUS)} argv:\n" + "\n".join(found[:20])
+
+
+def test_the_operator_refuses_extra_args_where_vllms_parser_exits(
+    verdicts: list[dict[str, Any]],
+) -> None:
+    found, compared = [], 0
+    for argv, theirs in zip(CORPUS, verdicts, strict=True):
+        extra = argv[1:]
+        if any(flags.extra_arg_problem(token) is not None for token in extra):
+            continue  # a flag the operator owns: refused for that, whatever vLLM says
+        compared += 1
+        try:
+            checked_extra_args(extra)
+            ours = None
+        except RenderError as exc:
+            ours = str(exc)
+        # a bare `-0.5` is refused outright: vLLM's dotted rewrite may swallow the flag after it
+        exits = any(NEGATIVE_DECIMAL.match(token) for token in extra) or (
+            not theirs["accepted"] and theirs["stage"] == "parse"
+        )
+        if (ours is not None) != exits:
+            found.append(_shown(argv, theirs, ours))
+    assert compared > len(CORPUS) // 2
+    assert not found, f"{len(found)} of {compared} argv:\n" + "\n".join(found[:20])
