@@ -8,8 +8,9 @@ each, runs `vllm serve`'s own checks and builds its SchedulerConfig and CacheCon
 
 * the twin (`parse_vllm_argv`) refuses an argv exactly where vLLM's parser or `vllm serve`'s
   checks refuse it, and where SchedulerConfig or CacheConfig refuse it, its engine does;
-* the operator refuses the same tokens as a spec's extraArgs (`checked_extra_args`) exactly
-  where vLLM's parser exits on them, for the argv that set no flag the operator owns, and a
+* the operator refuses the same tokens as a spec's extraArgs (`checked_extra_args`, then
+  `check_serve`) exactly where vLLM's parser or `vllm serve`'s checks exit on them, for the argv
+  that set no flag the operator owns, and a
   bare negative decimal (`-0.5`) always: vLLM reads it as a dotted option, which takes the
   next argument (a flag too) as its value.
 
@@ -30,7 +31,7 @@ import pytest
 
 from tests.parity.gen_options import ReferenceError, run_probe
 from vllm_operator.api import flags
-from vllm_operator.render.args import NEGATIVE_DECIMAL, checked_extra_args
+from vllm_operator.render.args import NEGATIVE_DECIMAL, check_serve, checked_extra_args
 from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.options import load_option_table
 from vllm_twin.argv import ArgvError, parse_vllm_argv
@@ -114,7 +115,7 @@ def test_the_twin_refuses_an_argv_where_vllm_does(verdicts: list[dict[str, Any]]
     assert not found, f"{len(found)} of {len(CORPUS)} argv:\n" + "\n".join(found[:20])
 
 
-def test_the_operator_refuses_extra_args_where_vllms_parser_exits(
+def test_the_operator_refuses_extra_args_where_vllm_serve_exits(
     verdicts: list[dict[str, Any]],
 ) -> None:
     found, compared = [], 0
@@ -124,13 +125,13 @@ def test_the_operator_refuses_extra_args_where_vllms_parser_exits(
             continue  # a flag the operator owns: refused for that, whatever vLLM says
         compared += 1
         try:
-            checked_extra_args(extra)
+            check_serve(checked_extra_args(extra), {})
             ours = None
         except RenderError as exc:
             ours = str(exc)
         # a bare `-0.5` is refused outright: vLLM's dotted rewrite may swallow the flag after it
         exits = any(NEGATIVE_DECIMAL.match(token) for token in extra) or (
-            not theirs["accepted"] and theirs["stage"] == "parse"
+            not theirs["accepted"] and theirs["stage"] in ("parse", "validate")
         )
         if (ours is not None) != exits:
             found.append(_shown(argv, theirs, ours))

@@ -239,3 +239,38 @@ def test_overrides_from_status_without_status_or_autotune() -> None:
     assert overrides_from_status(_svc({})) == BudgetValues()
     auto_without_status = _svc({"spec": {"autotune": {"mode": "Auto"}}})
     assert overrides_from_status(auto_without_status) == BudgetValues()
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "message"),
+    [
+        (["--enable-auto-tool-choice"], [], "requires --tool-call-parser"),
+        (["--chat-template", "no-such-file"], [], "appears path-like"),
+        (["--grpc-port", "9000"], [], "requires VLLM_USE_RUST_FRONTEND=1"),
+        (["--reasoning-effort-map", '{"huge": "x"}'], [], "unknown efforts ['huge']"),
+        (["--enable-log-outputs"], [], "requires --enable-log-requests"),
+    ],
+)
+def test_extra_args_vllm_serve_exits_on_are_refused_before_the_pod(
+    extra: list[str], env: list[dict[str, str]], message: str
+) -> None:
+    """`vllm serve` checks its parsed args before it loads anything (serve_checks.py): a spec
+    whose pods would crash-loop on them is not rendered."""
+    with pytest.raises(RenderError, match=re.escape(message)):
+        _args({"engine": {"extraArgs": extra, "env": env}})
+
+
+@pytest.mark.parametrize(
+    ("extra", "env"),
+    [
+        (["--enable-auto-tool-choice", "--tool-call-parser", "hermes"], []),
+        (["--chat-template", "{{ messages }}"], []),
+        (["--grpc-port", "9000"], [{"name": "VLLM_USE_RUST_FRONTEND", "value": "1"}]),
+        (["--reasoning-effort-map", '{"high": "max"}'], []),
+        (["--no-enable-auto-tool-choice"], []),
+    ],
+)
+def test_extra_args_vllm_serve_takes_are_rendered(
+    extra: list[str], env: list[dict[str, str]]
+) -> None:
+    assert _args({"engine": {"extraArgs": extra, "env": env}})[-len(extra) :] == extra

@@ -33,7 +33,7 @@ from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.env import ALLOW_LONG_MAX_MODEL_LEN, env_flag
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
 from vllm_operator.vllm.numbers import human_readable_int
-from vllm_operator.vllm.options import Option, load_option_table, resolve_token
+from vllm_operator.vllm.options import Option, load_option_table, negates, resolve_token
 from vllm_operator.vllm.serve_checks import serve_problem
 from vllm_operator.vllm.values import checked_parser, value_parser
 from vllm_twin.server.auth import resolve_api_keys
@@ -146,7 +146,7 @@ def _add_other(p: argparse.ArgumentParser, option: Option) -> None:
     dest, names = f"other_{option.dest}", option.strings
     if option.nargs == 0:
         # vLLM's boolean pairs: --x / --no-x, and --enable-x / --disable-x
-        off = tuple(n for n in names if _negates(n, option.dest))
+        off = tuple(n for n in names if negates(n, option.dest))
         on = tuple(n for n in names if n not in off)
         p.add_argument(*on, dest=dest, action="store_const", const=True, default=None)
         if off:
@@ -160,12 +160,6 @@ def _add_other(p: argparse.ArgumentParser, option: Option) -> None:
     if parse is not None:
         kwargs["type"] = parse
     p.add_argument(*names, **kwargs)
-
-
-def _negates(string: str, dest: str) -> bool:
-    return string.startswith("--no-") or (
-        string.startswith("--disable-") and not dest.startswith("disable")
-    )
 
 
 def add_engine_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -40,7 +40,8 @@ from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
 from vllm_operator.render.rollout import SHUTDOWN_TIMEOUT_S
-from vllm_operator.vllm.values import first_refusal, is_level_pair
+from vllm_operator.vllm.serve_checks import serve_problem
+from vllm_operator.vllm.values import first_refusal, is_level_pair, namespace_reader
 
 NO_OVERRIDES: Final = BudgetValues()
 
@@ -127,7 +128,21 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
     for field in BUDGET_FIELDS:
         args += _opt(field.flag, getattr(budgets, field.attr))
     args += checked_extra_args(engine.extra_args)
+    check_serve(args[1:], {var.name: var.value for var in engine.env if var.value is not None})
     return args
+
+
+def check_serve(tokens: list[str], env: dict[str, str]) -> None:
+    """`vllm serve`'s own checks of the parsed args after the model, with the pod's `env`
+    (vllm_operator.vllm.serve_checks): vLLM exits on them before it loads anything, so the pod
+    would only crash-loop."""
+    problem = serve_problem(namespace_reader(tokens), env)
+    if problem is not None:
+        raise RenderError(
+            "spec.engine.extraArgs",
+            f"vLLM 0.33's `vllm serve` would exit on the args ({problem}); fix or remove the "
+            "extraArgs that cause it",
+        )
 
 
 NEGATIVE_DECIMAL = re.compile(r"^-\d*\.\d+$")

@@ -131,6 +131,14 @@ def resolve_token(token: str, table: OptionTable | None = None) -> Resolution:
     return Resolution(token, unknown=True)
 
 
+def negates(string: str, dest: str) -> bool:
+    """Whether a switch's spelling sets it false: `--no-x` of vLLM's boolean pairs, and
+    `--disable-x` of its enable/disable ones (`--disable-log-stats` is a switch of its own)."""
+    return string.startswith("--no-") or (
+        string.startswith("--disable-") and not dest.startswith("disable")
+    )
+
+
 def resolve_dest(token: str, table: OptionTable | None = None) -> str | None:
     """The dest (EngineArgs attribute) vLLM sets from `token`, if it reads it as an option."""
     table = table or load_option_table()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from vllm_operator.vllm.numbers import FlagValueError
 from vllm_operator.vllm.options import (
@@ -31,6 +31,7 @@ from vllm_operator.vllm.options import (
     OptionTable,
     Resolution,
     load_option_table,
+    negates,
     resolve_token,
 )
 from vllm_operator.vllm.value_types import converter, in_choices
@@ -42,6 +43,9 @@ def is_level_pair(tokens: list[str], i: int) -> bool:
     """`-O 3` at `i`: FlexibleArgumentParser reads it as --optimization-level 3, though `-O`
     alone is no option (vllm/utils/argparse_utils.py)."""
     return tokens[i] == "-O" and tokens[i + 1 : i + 2] in (["0"], ["1"], ["2"], ["3"])
+
+
+Reader = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,36 @@ def given_values(tokens: list[str], table: OptionTable | None = None) -> dict[st
     return {option.dest: values[-1] for option, values in walk.taken if option.nargs is None}
 
 
+def parsed_values(tokens: list[str], table: OptionTable | None = None) -> dict[str, object]:
+    """What vLLM's namespace holds for each option `tokens` set, by dest, the last one given
+    winning: a switch's True or False, a value as its `type` converts it, a list for `+`.
+    Empty where the parser would exit on them."""
+    walk = _walk(tokens, table or load_option_table())
+    if walk.refusal is not None:
+        return {}
+    parsed: dict[str, object] = {}
+    for option, values in walk.taken:
+        if option.nargs == 0:
+            parsed[option.dest] = not negates(values[-1].value, option.dest)
+            continue
+        convert = value_parser(option) or str
+        converted = [convert(given.value) for given in values]
+        if option.nargs == "?":
+            parsed[option.dest] = converted[-1] if converted else True  # a bare one: its const
+        else:
+            parsed[option.dest] = converted[-1] if option.nargs is None else converted
+    return parsed
+
+
+def namespace_reader(tokens: list[str], table: OptionTable | None = None) -> Reader:
+    """`value(dest)` as vLLM's namespace would answer it after parsing `tokens`: what they
+    set (parsed_values), else the option's default (options.json)."""
+    table = table or load_option_table()
+    parsed = parsed_values(tokens, table)
+    defaults = {option.dest: option.default for option in table.options}
+    return lambda dest: parsed[dest] if dest in parsed else defaults.get(dest)
+
+
 def _walk(tokens: list[str], table: OptionTable) -> _Walk:
     resolved = [resolve_token(t, table) for t in tokens]
     taken: list[tuple[Option, tuple[Given, ...]]] = []
@@ -186,7 +220,7 @@ def _take(
     explicit = _explicit(token, string)
     if option.nargs == 0:
         if explicit is None:
-            return i, None, ()
+            return i, None, (Given(at, string),)  # the spelling: --no-x sets it false
         refusal = Refusal(at, f"argument {_name(option)}: ignored explicit argument {explicit!r}")
         return i, refusal, None
     if explicit is not None:
