@@ -245,7 +245,6 @@ def test_overrides_from_status_without_status_or_autotune() -> None:
     ("extra", "env", "message"),
     [
         (["--enable-auto-tool-choice"], [], "requires --tool-call-parser"),
-        (["--chat-template", "no-such-file"], [], "appears path-like"),
         (["--grpc-port", "9000"], [], "requires VLLM_USE_RUST_FRONTEND=1"),
         (["--reasoning-effort-map", '{"huge": "x"}'], [], "unknown efforts ['huge']"),
         (["--enable-log-outputs"], [], "requires --enable-log-requests"),
@@ -267,6 +266,17 @@ def test_extra_args_vllm_serve_exits_on_are_refused_before_the_pod(
         (["--chat-template", "{{ messages }}"], []),
         (["--grpc-port", "9000"], [{"name": "VLLM_USE_RUST_FRONTEND", "value": "1"}]),
         (["--reasoning-effort-map", '{"high": "max"}'], []),
+        # a path in the pod (a mounted template): the operator cannot look it up
+        (["--chat-template", "/templates/chat.jinja"], []),
+        (
+            ["--grpc-port", "9000"],
+            [
+                {
+                    "name": "VLLM_USE_RUST_FRONTEND",
+                    "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}},
+                }
+            ],
+        ),
         (["--no-enable-auto-tool-choice"], []),
     ],
 )

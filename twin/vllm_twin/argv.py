@@ -387,7 +387,7 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         for dest, neutral in _UNMODELLED.items()
         if getattr(ns, dest) != neutral
     ) + tuple(o.strings[0] for o in OTHER_OPTIONS if getattr(ns, f"other_{o.dest}") is not None)
-    problem = serve_problem(lambda dest: _parsed(ns, dest), env)
+    problem = serve_problem(lambda dest: _parsed(ns, dest), env, local_files=True)
     if problem is not None:
         raise ArgvError(problem)
     extras = _extras_from(ns, env)

@@ -40,7 +40,7 @@ from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
 from vllm_operator.render.rollout import SHUTDOWN_TIMEOUT_S
-from vllm_operator.vllm.serve_checks import serve_problem
+from vllm_operator.vllm.serve_checks import RUST_FRONTEND, serve_problem
 from vllm_operator.vllm.values import first_refusal, is_level_pair, namespace_reader
 
 NO_OVERRIDES: Final = BudgetValues()
@@ -128,15 +128,25 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
     for field in BUDGET_FIELDS:
         args += _opt(field.flag, getattr(budgets, field.attr))
     args += checked_extra_args(engine.extra_args)
-    check_serve(args[1:], {var.name: var.value for var in engine.env if var.value is not None})
+    check_serve(args[1:], _known_env(engine))
     return args
+
+
+def _known_env(engine: EngineSpec) -> dict[str, str]:
+    """The pod's variables as far as the spec says: one set from a Secret or ConfigMap
+    (valueFrom) may hold anything, so the Rust frontend's is taken as on there."""
+    env = {var.name: var.value for var in engine.env if var.value is not None}
+    if any(var.name == RUST_FRONTEND and var.value is None for var in engine.env):
+        env[RUST_FRONTEND] = "1"
+    return env
 
 
 def check_serve(tokens: list[str], env: dict[str, str]) -> None:
     """`vllm serve`'s own checks of the parsed args after the model, with the pod's `env`
     (vllm_operator.vllm.serve_checks): vLLM exits on them before it loads anything, so the pod
-    would only crash-loop."""
-    problem = serve_problem(namespace_reader(tokens), env)
+    would only crash-loop. A chat template path is not looked up: the pod's files are not the
+    operator's."""
+    problem = serve_problem(namespace_reader(tokens), env, local_files=False)
     if problem is not None:
         raise RenderError(
             "spec.engine.extraArgs",

@@ -34,9 +34,13 @@ RUST_FRONTEND: Final = "VLLM_USE_RUST_FRONTEND"
 Value = Callable[[str], Any]
 
 
-def serve_problem(value: Value, env: Mapping[str, str]) -> str | None:
-    """The message `vllm serve` dies with for these parsed values; None where it goes on."""
-    for check in (_chat_template, _grpc_port, _effort_map, _pairs, _multi_port_lb):
+def serve_problem(value: Value, env: Mapping[str, str], *, local_files: bool) -> str | None:
+    """The message `vllm serve` dies with for these parsed values; None where it goes on.
+
+    `local_files`: the caller runs where vLLM would, so a chat template path can be looked up
+    (the twin); the operator cannot see the pod's files (a mounted template), and skips that."""
+    checks = (_grpc_port, _effort_map, _pairs, _multi_port_lb)
+    for check in (_chat_template, *checks) if local_files else checks:
         problem = check(value, env)
         if problem is not None:
             return problem
