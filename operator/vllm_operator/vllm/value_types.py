@@ -82,6 +82,8 @@ def _parse(inner: Convert, described: str) -> Convert:
     def parse(text: str) -> object:
         try:
             return inner(text)
+        except FlagValueError:
+            raise  # vLLM's ArgumentTypeError, which parse_type lets through with its words
         except ValueError:
             raise FlagValueError(f"Value {text} cannot be converted to {described}.") from None
 

@@ -42,7 +42,7 @@ from vllm_twin.argv import parse_vllm_argv
         # objects and the keys they take, backend names and their choices, LoRA modules
         (["--video-pruning-rate", "true"], 1, "Value true cannot be converted to float."),
         (["--allowed-headers", "1k"], 1, "invalid loads value: '1k'"),
-        (["--kv-transfer-config", "0.5"], 1, "Value 0.5 cannot be converted to dataclass"),
+        (["--kv-transfer-config", "0.5"], 1, "a config object must be a JSON object"),
         (["--compilation-config", '{"a": 1}'], 1, "unknown keys ['a']"),
         (["--moe-backend", "no-such"], 1, "invalid choice: 'no_such'"),
         (["--lora-modules", "none"], 1, "Invalid JSON format for --lora-modules: none"),
