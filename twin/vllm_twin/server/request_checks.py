@@ -33,6 +33,7 @@ def check_body(data: Any, *, chat: bool) -> Any:
     _check_cache_salt(data.get("cache_salt"))
     _check_response_format(data.get("response_format"))
     _check_logprob_token_ids(data, chat=chat)
+    _check_logprobs(data, chat=chat)
     _check_structured_outputs(data, chat=chat)
     if chat:
         _check_tool_usage(data)
@@ -74,7 +75,7 @@ def _check_response_format(response_format: Any) -> None:
 
 
 def _check_logprob_token_ids(data: dict[str, Any], *, chat: bool) -> None:
-    """The parts of vLLM's check_logprobs that read fields other than the logprobs' own."""
+    """vLLM's check_logprobs, first part: logprob_token_ids, and beam search with echo."""
     ids = data.get("logprob_token_ids")
     if ids and data.get("use_beam_search"):
         raise BodyError(
@@ -103,6 +104,30 @@ def _check_logprob_token_ids(data: dict[str, Any], *, chat: bool) -> None:
         raise BodyError(
             "when using `logprob_token_ids`, `logprobs` must be set.", "logprob_token_ids"
         )
+
+
+def _check_logprobs(data: dict[str, Any], *, chat: bool) -> None:
+    """The rest of vLLM's check_logprobs: prompt_logprobs and logprobs (top_logprobs for chat)
+    are numbers, -1 or at least 0, no prompt logprobs when streaming, and chat's top_logprobs
+    only with logprobs."""
+    name = "top_logprobs" if chat else "logprobs"
+    for field in ("prompt_logprobs", name):
+        value = data.get(field)
+        if value is not None and not isinstance(value, int | float):
+            raise BodyError(f"`{field}` must be an integer.", field)
+    prompt_logprobs = data.get("prompt_logprobs")
+    if prompt_logprobs is not None:
+        if data.get("stream") and (prompt_logprobs > 0 or prompt_logprobs == -1):
+            raise BodyError(
+                "`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs"
+            )
+        if prompt_logprobs < 0 and prompt_logprobs != -1:
+            raise BodyError("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs")
+    value = data.get(name)
+    if value is not None and value < 0 and value != -1:
+        raise BodyError(f"`{name}` must be a positive value or -1.", name)
+    if chat and value is not None and value != 0 and not data.get("logprobs"):
+        raise BodyError("when using `top_logprobs`, `logprobs` must be set to true.", name)
 
 
 def _check_structured_outputs(data: dict[str, Any], *, chat: bool) -> None:

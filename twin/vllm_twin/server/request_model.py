@@ -40,30 +40,6 @@ Stop = str | Annotated[list[str], Field(max_length=MAX_STOP_STRINGS)] | None
 TopLogprobs = Annotated[int, BeforeValidator(lambda v: 0 if v is None else v)]
 
 
-def check_logprobs(data: Any, fields: tuple[str, str]) -> Any:
-    """vLLM's check_logprobs on the raw body, less what needs fields the twin does not type:
-    `fields` are (prompt_logprobs, and logprobs for completions or top_logprobs for chat)."""
-    if not isinstance(data, dict):
-        return data
-    for name in fields:
-        value = data.get(name)
-        if value is not None and not isinstance(value, int | float):
-            raise BodyError(f"`{name}` must be an integer.", name)
-    prompt_logprobs = data.get("prompt_logprobs")
-    if prompt_logprobs is not None:
-        if data.get("stream") and (prompt_logprobs > 0 or prompt_logprobs == -1):
-            raise BodyError("`prompt_logprobs` are not available when `stream=True`.", fields[0])
-        if prompt_logprobs < 0 and prompt_logprobs != -1:
-            raise BodyError("`prompt_logprobs` must be a positive value or -1.", fields[0])
-    name = fields[1]
-    value = data.get(name)
-    if value is not None and value < 0 and value != -1:
-        raise BodyError(f"`{name}` must be a positive value or -1.", name)
-    if name == "top_logprobs" and value is not None and value != 0 and not data.get("logprobs"):
-        raise BodyError("when using `top_logprobs`, `logprobs` must be set to true.", name)
-    return data
-
-
 class StreamOptions(BaseModel):  # vLLM's name: its type errors say it
     model_config = ConfigDict(extra="allow")
     include_usage: bool | None = False
@@ -111,10 +87,7 @@ class CompletionBody(_Sampling, CompletionUnserved):
     n: int = 1
     suffix: str | None = None
 
-    _logprobs = model_validator(mode="before")(
-        lambda data: check_logprobs(data, ("prompt_logprobs", "logprobs"))
-    )
-    _unserved = model_validator(mode="before")(lambda data: check_body(data, chat=False))
+    _checks = model_validator(mode="before")(lambda data: check_body(data, chat=False))
 
 
 class ChatBody(_Sampling, ChatUnserved):
@@ -124,10 +97,7 @@ class ChatBody(_Sampling, ChatUnserved):
     max_completion_tokens: int | None = None
     n: int | None = 1
 
-    _logprobs = model_validator(mode="before")(
-        lambda data: check_logprobs(data, ("prompt_logprobs", "top_logprobs"))
-    )
-    _unserved = model_validator(mode="before")(lambda data: check_body(data, chat=True))
+    _checks = model_validator(mode="before")(lambda data: check_body(data, chat=True))
 
 
 def first_problem(exc: ValidationError) -> tuple[str, str]:
