@@ -248,6 +248,12 @@ def test_overrides_from_status_without_status_or_autotune() -> None:
         (["--grpc-port", "9000"], [], "requires VLLM_USE_RUST_FRONTEND=1"),
         (["--reasoning-effort-map", '{"huge": "x"}'], [], "unknown efforts ['huge']"),
         (["--enable-log-outputs"], [], "requires --enable-log-requests"),
+        # dotted options: vLLM's parser turns them into JSON for the option before argparse
+        (["--compilation-config.bogus=1"], [], 'extraArgs[0]: "--compilation-config.bogus=1"'),
+        (["--enforce-eager.x=1"], [], """unrecognized arguments: '{"x": 1}'"""),
+        (["--dtype", "half", "--kv-cache-memory-bytes.a", "1"], [], "extraArgs[2]"),
+        (["--compilation-config.mode"], [], "a dotted option expects one argument"),
+        (["--compilation-config.mode=3", "--enable-auto-tool-choice"], [], "tool-call-parser"),
     ],
 )
 def test_extra_args_vllm_serve_exits_on_are_refused_before_the_pod(
@@ -278,6 +284,16 @@ def test_extra_args_vllm_serve_exits_on_are_refused_before_the_pod(
             ],
         ),
         (["--no-enable-auto-tool-choice"], []),
+        (["--compilation-config.mode", "3", "--compilation-config.cudagraph_mode=FULL"], []),
+        (
+            [
+                "--kv-transfer-config.kv_connector=NixlConnector",
+                "--kv-transfer-config.kv_role=kv_both",
+                "-O",
+                "2",
+            ],
+            [],
+        ),
     ],
 )
 def test_extra_args_vllm_serve_takes_are_rendered(

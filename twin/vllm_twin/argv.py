@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -32,8 +31,8 @@ from vllm_operator.sim.engine.config import EngineConfig
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.env import ALLOW_LONG_MAX_MODEL_LEN, env_flag
 from vllm_operator.vllm.flags import PARSERS, Kind, VllmFlag
-from vllm_operator.vllm.numbers import human_readable_int
 from vllm_operator.vllm.options import Option, load_option_table, negates, resolve_token
+from vllm_operator.vllm.rewrite import DottedArgError, rewrite_argv
 from vllm_operator.vllm.serve_checks import serve_problem
 from vllm_operator.vllm.values import checked_parser, value_parser
 from vllm_twin.server.auth import resolve_api_keys
@@ -225,35 +224,30 @@ def build_parser() -> argparse.ArgumentParser:
 def normalize_argv(argv: Sequence[str]) -> list[str]:
     """Each flag in the spelling vLLM resolves it to: `--max_num_seq=4` → `--max-num-seqs=4`.
 
-    vLLM 0.33 rewrites `_` to `-` in long names and `-O3` to `--optimization-level 3`, then
-    argparse takes any unique prefix of its options (vllm_operator.vllm.options); the twin's
-    extras are matched exactly first, since `--gpu` is a prefix of vLLM's own flags.
+    vLLM 0.33 rewrites `_` to `-` in long names, `-O3` to `--optimization-level 3` and dotted
+    options to JSON (vllm_operator.vllm.rewrite), then argparse takes any unique prefix of its
+    options (vllm_operator.vllm.options); the twin's extras are matched exactly first, since
+    `--gpu` is a prefix of vLLM's own flags.
     """
     extras = {extra.flag for extra in TWIN_EXTRAS}
-    argv = _merge_dotted(_model_first(argv))
+    try:
+        argv = list(rewrite_argv(_model_first(argv)).tokens)
+    except DottedArgError as exc:
+        raise ArgvError(str(exc)) from None
     out: list[str] = []
     positional_only = False
-    for i, arg in enumerate(argv):
+    for arg in argv:
         name, eq, value = arg.partition("=")
         positional_only = positional_only or arg == "--"
-        if positional_only and arg.startswith("--"):
-            out.append(name.replace("_", "-") + eq + value)  # vLLM's rewrite ignores `--`
-        elif positional_only or name in extras or not arg.startswith("-"):
+        if positional_only or name in extras or not arg.startswith("--"):
             out.append(arg)
-        elif arg.startswith("-O") and arg != "-O":
-            out.append("--optimization-level=" + (arg[3:] if arg[2] == "=" else arg[2:]))
-        elif arg == "-O" and argv[i + 1 : i + 2] in (["0"], ["1"], ["2"], ["3"]):
-            out.append("--optimization-level")
-        elif arg.startswith("--"):
-            resolution = resolve_token(arg)
-            if resolution.ambiguous:
-                raise ArgvError(
-                    f"ambiguous option: {name} could match {', '.join(resolution.ambiguous)}"
-                )
-            canonical = resolution.option or name.replace("_", "-")
-            out.append(canonical + eq + value)
-        else:
-            out.append(arg)
+            continue
+        resolution = resolve_token(arg)
+        if resolution.ambiguous:
+            raise ArgvError(
+                f"ambiguous option: {name} could match {', '.join(resolution.ambiguous)}"
+            )
+        out.append((resolution.option or name) + eq + value)
     return out
 
 
@@ -269,61 +263,6 @@ def _model_first(argv: Sequence[str]) -> list[str]:
             raise ArgvError("argument --model: expected one argument")
         return [argv[at + 1], *argv[:at], *argv[at + 2 :]]
     return [argv[at].removeprefix("--model="), *argv[:at], *argv[at + 1 :]]
-
-
-def _merge_dotted(argv: Sequence[str]) -> list[str]:
-    """FlexibleArgumentParser's dotted arguments (vllm/utils/argparse_utils.py): `--a.b 1` and
-    `--a.c=x` become `--a '{"b": 1, "c": "x"}'` after the rest, each value read as JSON, else
-    a human-readable int, else text; `--a.b+ x,y` is a list. Any `-` token with a dot in its
-    name is one, a bare `-0.5` too (option `-0`, which then does not exist)."""
-    out: list[str] = []
-    merged: dict[str, Any] = {}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        name, eq, value = arg.partition("=")
-        if not arg.startswith("-") or "." not in arg or (eq and "." not in name):
-            out.append(arg)
-            i += 1
-            continue
-        if not eq:
-            if i + 1 >= len(argv):
-                # vLLM's parser fails there (IndexError): a bare `-0.5` value ends up here
-                raise ArgvError(f"argument {arg}: a dotted option expects one argument")
-            value = argv[i + 1]
-            i += 1
-        i += 1
-        if name.endswith("+"):
-            name, value = name[:-1], json.dumps(value.split(","))
-        key, *keys = name.split(".")
-        nested: Any = _dotted_value(value)
-        for part in reversed(keys):
-            nested = {part: nested}
-        _merge(merged.setdefault(key, {}), nested)
-    for key, value in merged.items():
-        out += [key, json.dumps(value)]
-    return out
-
-
-def _dotted_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        try:
-            return human_readable_int(text)
-        except ValueError:
-            return text
-
-
-def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
-    """recursive_dict_update: nested objects merge, lists concatenate, the rest is replaced."""
-    for k, v in update.items():
-        if isinstance(v, dict) and isinstance(into.get(k), dict):
-            _merge(into[k], v)
-        elif isinstance(v, list) and isinstance(into.get(k), list):
-            into[k] += v
-        else:
-            into[k] = v
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ from vllm_operator.api.status import BudgetValues
 from vllm_operator.constants import VLLM_PORT
 from vllm_operator.render.errors import RenderError
 from vllm_operator.render.rollout import SHUTDOWN_TIMEOUT_S
+from vllm_operator.vllm.rewrite import is_level_pair
 from vllm_operator.vllm.serve_checks import RUST_FRONTEND, serve_problem
-from vllm_operator.vllm.values import first_refusal, is_level_pair, namespace_reader
+from vllm_operator.vllm.values import first_refusal, namespace_reader
 
 NO_OVERRIDES: Final = BudgetValues()
 

@@ -25,6 +25,8 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
+from vllm_operator.vllm.rewrite import is_dotted, rewrite_token
+
 OPTIONS_FILE: Final = "options.json"
 
 
@@ -93,18 +95,10 @@ class Resolution:
 
 
 def normalize_token(token: str) -> str:
-    """Step 1: FlexibleArgumentParser's rewrites of one element, as far as they pick the option."""
-    if token.startswith("--help="):
-        return "--help"
-    if token.startswith("--"):
-        key, sep, value = token.partition("=")
-        head, dot, tail = key.partition(".")
-        token = head.replace("_", "-") + dot + tail + sep + value
-    elif token.startswith("-O") and token != "-O":
-        return "--optimization-level"  # -O3, -O=3, -Odecode
-    if token.startswith("-") and "." in token.partition("=")[0]:
-        return token.partition(".")[0]  # --a.b=1 -> --a (its value becomes JSON)
-    return token
+    """Step 1: FlexibleArgumentParser's rewrites of one element (rewrite.py), as far as they
+    pick the option: `--a.b=1` -> `--a`, whose value becomes JSON."""
+    head = rewrite_token([token], 0)[0]
+    return head.partition(".")[0] if is_dotted(head) else head
 
 
 def resolve_token(token: str, table: OptionTable | None = None) -> Resolution:

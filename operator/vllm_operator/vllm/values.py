@@ -1,9 +1,12 @@
 """How vLLM 0.33's `vllm serve` parser takes the values of its options, on a run of argv tokens.
 
 options.py says which option one token means; this module walks a run of tokens (the pod's
-extraArgs, appended after the operator's own flags) the way argparse consumes them
-(CPython 3.11 `ArgumentParser._parse_known_args`), and says where vLLM would exit:
+extraArgs, appended after the operator's own flags), as vLLM's parser rewrites them (rewrite.py:
+`-O3`, dotted options such as `--compilation-config.mode=3` made JSON for their option), the way
+argparse consumes them (CPython 3.11 `ArgumentParser._parse_known_args`), and says where vLLM
+would exit (at the index of the token as given):
 
+- a dotted option with no value at the end;
 - an option of no value (`--enforce-eager`, `--enable-x` / `--no-enable-x`) given `=value`:
   "ignored explicit argument";
 - an option that takes one value (`nargs` None) with none after it, or only a flag: "expected
@@ -15,8 +18,8 @@ extraArgs, appended after the operator's own flags) the way argparse consumes th
   own first argument fills, so any other is "unrecognized arguments";
 - `--help` (and `-h`): the parser prints its help and exits, and the pod with it.
 
-The fields inside a config object's JSON are not checked here; the parity tier (tests/parity)
-compares these verdicts with vLLM's parser.
+A config object's keys are checked (value_types.py), the values of its fields are not; the
+parity tier (tests/parity) compares these verdicts with vLLM's parser.
 """
 
 from __future__ import annotations
@@ -34,15 +37,10 @@ from vllm_operator.vllm.options import (
     negates,
     resolve_token,
 )
+from vllm_operator.vllm.rewrite import DottedArgError, rewrite_argv
 from vllm_operator.vllm.value_types import converter, in_choices
 
 _HELP: Final = "_HelpAction"
-
-
-def is_level_pair(tokens: list[str], i: int) -> bool:
-    """`-O 3` at `i`: FlexibleArgumentParser reads it as --optimization-level 3, though `-O`
-    alone is no option (vllm/utils/argparse_utils.py)."""
-    return tokens[i] == "-O" and tokens[i + 1 : i + 2] in (["0"], ["1"], ["2"], ["3"])
 
 
 Reader = Callable[[str], Any]
@@ -120,13 +118,8 @@ def _value_problem(option: Option, value: str) -> str | None:
 
 
 def _is_value(token: str, res: Resolution) -> bool:
-    """argparse's 'A': what an option may take as its value. Not a `-` token with a dot in its
-    name, a bare `-0.5` included: FlexibleArgumentParser rewrites those as dotted options
-    before argparse sees them (vllm/utils/argparse_utils.py)."""
-    dotted = token.startswith("-") and "." in token.partition("=")[0]
-    return (
-        token != "--" and not dotted and res.option is None and not (res.ambiguous or res.unknown)
-    )
+    """argparse's 'A': what an option may take as its value."""
+    return token != "--" and res.option is None and not (res.ambiguous or res.unknown)
 
 
 def first_refusal(tokens: list[str], table: OptionTable | None = None) -> Refusal | None:
@@ -174,7 +167,26 @@ def namespace_reader(tokens: list[str], table: OptionTable | None = None) -> Rea
     return lambda dest: parsed[dest] if dest in parsed else defaults.get(dest)
 
 
-def _walk(tokens: list[str], table: OptionTable) -> _Walk:
+def _walk(given: list[str], table: OptionTable) -> _Walk:
+    """argparse's reading of `given` after vLLM's rewrite (rewrite.py); every index in the
+    result is the index in `given` of the token the rewritten one came from."""
+    try:
+        rewritten = rewrite_argv(given)
+    except DottedArgError as exc:
+        return _Walk(Refusal(exc.index, str(exc)), ())
+    tokens, origins = list(rewritten.tokens), rewritten.origins
+    walk = _walk_rewritten(tokens, table)
+    refusal = walk.refusal
+    if refusal is not None:
+        refusal = Refusal(origins[refusal.index], refusal.message)
+    taken = tuple(
+        (option, tuple(Given(origins[v.index], v.value) for v in values))
+        for option, values in walk.taken
+    )
+    return _Walk(refusal, taken)
+
+
+def _walk_rewritten(tokens: list[str], table: OptionTable) -> _Walk:
     resolved = [resolve_token(t, table) for t in tokens]
     taken: list[tuple[Option, tuple[Given, ...]]] = []
     stray: int | None = None  # argparse collects these and reports them at the end
@@ -184,9 +196,6 @@ def _walk(tokens: list[str], table: OptionTable) -> _Walk:
         if tokens[i] == "--":  # vLLM's parser reports it and all after as unrecognized
             stray = i if stray is None else stray
             break
-        if is_level_pair(tokens, i):
-            i += 2
-            continue
         if option is None:
             stray = i if stray is None else stray
             i += 1
@@ -206,17 +215,11 @@ def _take(
     tokens: list[str], resolved: list[Resolution], at: int, option: Option
 ) -> tuple[int, Refusal | None, tuple[Given, ...] | None]:
     """The option at `at` with its values: the index after them, why vLLM refuses them, and
-    the values as given (None where vLLM rewrites them before its parser reads them)."""
+    the values as given (None where there are none to keep)."""
     token, string = tokens[at], resolved[at].option or ""
     if option.action == _HELP:
         return at, Refusal(at, f"{token!r}: vllm serve prints its help and exits"), None
-    name, i = token.partition("=")[0], at + 1
-    if "." in name or name.startswith("-O"):
-        # vLLM rewrites these before argparse: `--a.b=1` into JSON for --a, `-O3` into
-        # --optimization-level 3; their values are vLLM's to read, not checked here
-        bare = "=" not in token and not (name.startswith("-O") and len(name) > 2)
-        after = i + 1 if bare and i < len(tokens) and _is_value(tokens[i], resolved[i]) else i
-        return after, None, None
+    i = at + 1
     explicit = _explicit(token, string)
     if option.nargs == 0:
         if explicit is None:

@@ -339,7 +339,8 @@ def test_normalize_touches_only_long_flag_names() -> None:
     assert normalize_argv(["--max_num_seqs=a_b", "my_model", "-O3", "--", "--x_y"]) == [
         "--max-num-seqs=a_b",
         "my_model",
-        "--optimization-level=3",
+        "--optimization-level",
+        "3",
         "--",
         "--x-y",
     ]
