@@ -316,6 +316,14 @@ def _message(exc: ValueError) -> str:
     return str(exc)
 
 
+def _parser_error(text: str) -> str:
+    """argparse's error from its stderr on one line: from `...: error:` on (a config object's
+    pydantic error spans lines, and names the field that refused), the usage dropped."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if ": error: " in line), len(lines) - 1)
+    return " ".join(lines[start:]) or "argparse exited"
+
+
 def _refused(stage: str, error: str, parsed: dict[str, Any]) -> dict[str, Any]:
     return {"accepted": False, "stage": stage, "error": error, "parsed": parsed}
 
@@ -333,12 +341,15 @@ def probe(case: dict[str, Any]) -> dict[str, Any]:
         with contextlib.redirect_stderr(stderr):
             args = parser.parse_args(["serve", *argv])
     except SystemExit:
-        lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
-        return _refused("parse", lines[-1] if lines else "argparse exited", parsed)
+        return _refused("parse", _parser_error(stderr.getvalue()), parsed)
     except ValueError as exc:  # FlexibleArgumentParser's own argv checks
         return _refused("parse", str(exc), parsed)
     except IndexError as exc:  # its dotted-argument pass reads past the end: `vllm serve` dies
         return _refused("parse", f"IndexError: {exc}", parsed)
+    except (KeyError, TypeError, AttributeError) as exc:
+        # a config's validator that crashes on a value (CompilationConfig's cudagraph_mode
+        # looks the text up in its enum): `vllm serve` dies with the traceback
+        return _refused("parse", f"crash: {type(exc).__name__}: {exc}", parsed)
     try:
         serve.validate(args)
     except (ValueError, TypeError, KeyError, VLLMValidationError) as exc:
@@ -410,6 +421,9 @@ def dump_options() -> dict[str, Any]:
                 else _value_type(action.type),
             }
         )
+        config = _config_class(action.type)
+        if config is not None:
+            options[-1]["fields"] = _config_fields(config)
     options.sort(key=lambda o: o["dest"])
     return {"vllm": vllm.__version__, "options": options}
 
@@ -426,6 +440,73 @@ def _dataclass_keys(cls: Any) -> list[str]:
     if getattr(cls, "__pydantic_config__", {}).get("extra") != "forbid":
         raise ProbeError(f"{cls.__name__} takes keys other than its fields: record that")
     return keys
+
+
+# pydantic-core schema types whose validation is data alone (no function, no Python class):
+# vllm_operator.vllm.value_types rebuilds them with pydantic-core's SchemaValidator
+_PLAIN_SCHEMAS = {
+    "any", "bool", "dict", "float", "frozenset", "int", "list", "literal", "none", "nullable",
+    "set", "str", "tuple", "union",
+}  # fmt: skip
+_NOT_VALIDATION = {"serialization", "metadata", "ref"}
+
+
+class _NotPlainError(Exception):
+    """A schema node with a validator function, a class or another Python object."""
+
+
+def _config_class(convert: Any) -> Any:
+    """The config dataclass an option's `type` validates its JSON into, or None."""
+    name = getattr(convert, "__name__", "")
+    if name == "_optional_type":
+        cells = dict(zip(convert.__code__.co_freevars, convert.__closure__ or (), strict=True))
+        return _config_class(cells["return_type"].cell_contents)
+    return convert.__defaults__[0] if name == "parse_dataclass" else None
+
+
+def _config_fields(cls: Any) -> dict[str, Any]:
+    """For each key of the config (as _dataclass_keys), the pydantic-core schema its value is
+    validated with, where that is data alone (types, literals, bounds); None where a validator
+    function, an enum or a nested class decides (not reproduced by the operator)."""
+    args = _find_schema(cls.__pydantic_core_schema__, "dataclass-args")
+    if args is None or cls.__pydantic_config__.get("strict"):
+        raise ProbeError(f"{cls.__name__}: no dataclass-args schema, or a strict config")
+    fields: dict[str, Any] = {}
+    for field in args["fields"]:
+        if field.get("init") is False or field.get("init_only"):
+            continue
+        key = field.get("validation_alias") or field["name"]
+        try:
+            fields[key] = _plain_schema(field["schema"])
+        except _NotPlainError:
+            fields[key] = None
+    if sorted(fields) != _dataclass_keys(cls):
+        raise ProbeError(f"{cls.__name__}: its schema's fields are not its keys")
+    return fields
+
+
+def _find_schema(node: Any, kind: str) -> Any:
+    if isinstance(node, dict):
+        if node.get("type") == kind:
+            return node
+        node = list(node.values())
+    if isinstance(node, list):
+        return next((f for f in (_find_schema(v, kind) for v in node) if f is not None), None)
+    return None
+
+
+def _plain_schema(node: Any) -> Any:
+    if isinstance(node, dict) and node.get("type") == "default":
+        return _plain_schema(node["schema"])  # the default is vLLM's; the value is checked
+    if isinstance(node, dict) and "type" in node and node["type"] not in _PLAIN_SCHEMAS:
+        raise _NotPlainError(node["type"])
+    if isinstance(node, dict):
+        return {k: _plain_schema(v) for k, v in node.items() if k not in _NOT_VALIDATION}
+    if isinstance(node, list | tuple):
+        return [_plain_schema(v) for v in node]
+    if node is None or isinstance(node, bool | int | float | str):
+        return node
+    raise _NotPlainError(type(node).__name__)
 
 
 def _value_type(convert: Any) -> str | None:

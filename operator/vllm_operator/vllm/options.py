@@ -40,6 +40,9 @@ class Option:
     nargs: str | int | None
     type: str | None  # name of the `type` callable, e.g. human_readable_int
     value: str | None = None  # what that callable does (value_types.py), e.g. optional(int)
+    # a config object's keys, each with the pydantic-core schema of its value as JSON text,
+    # or None where vLLM's own code decides (value_types.py)
+    fields: tuple[tuple[str, str | None], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,19 @@ def parse_option_table(text: str) -> OptionTable:
                 nargs=o["nargs"],
                 type=o["type"],
                 value=o.get("value"),
+                fields=_fields(o.get("fields")),
             )
             for o in data["options"]
         ),
+    )
+
+
+def _fields(fields: dict[str, object] | None) -> tuple[tuple[str, str | None], ...] | None:
+    if fields is None:
+        return None
+    return tuple(
+        (key, None if schema is None else json.dumps(schema, sort_keys=True))
+        for key, schema in sorted(fields.items())
     )
 
 

@@ -11,16 +11,24 @@ extraArgs check and the twin's parser take every option's values as vLLM does
 _expand_json_human_readable_numbers).
 
 A dataclass value must be a JSON object of the dataclass's keys (after vLLM's expansion of
-`80m`-style numbers); the values of its fields are vLLM's config classes' to check, and are not
-checked here.
+`80m`-style numbers), and each value must pass its field's validation where options.json records
+it: the probe keeps a field's pydantic-core schema when it is data alone (types, literals,
+bounds, lists and dicts of them: 144 of the 170 fields of vLLM 0.33's 20 config objects), and
+pydantic-core's own SchemaValidator runs it here, so a value is coerced or refused exactly as
+vLLM's `TypeAdapter(cls).validate_json` does it. Fields whose validation is vLLM's code (a
+validator function, an enum, a nested config) are not checked, nor are the config's own checks
+across its fields.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Final
+
+from pydantic_core import SchemaValidator, ValidationError
 
 from vllm_operator.vllm.numbers import (
     FlagValueError,
@@ -29,6 +37,7 @@ from vllm_operator.vllm.numbers import (
 )
 
 Convert = Callable[[str], object]
+FieldSchemas = tuple[tuple[str, str | None], ...]  # options.py Option.fields
 
 _NAMED: Final[dict[str, Convert]] = {
     "int": int,
@@ -44,14 +53,14 @@ _SUFFIXED: Final = re.compile(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b")
 _WRAPPED: Final = re.compile(r"^(optional|parse)\((.*)\)$")
 
 
-def converter(value_type: str | None) -> Convert | None:
-    """The callable for options.json's `value` description; None where the value is taken as
-    given (no `type`, or one not recorded)."""
+def converter(value_type: str | None, fields: FieldSchemas | None = None) -> Convert | None:
+    """The callable for options.json's `value` description (and a config object's `fields`);
+    None where the value is taken as given (no `type`, or one not recorded)."""
     if value_type is None:
         return None
     wrapped = _WRAPPED.match(value_type)
     if wrapped is not None:
-        inner = converter(wrapped.group(2)) or str
+        inner = converter(wrapped.group(2), fields) or str
         described = wrapped.group(2)
         if wrapped.group(1) == "optional":
             return _optional(inner, described)
@@ -61,7 +70,8 @@ def converter(value_type: str | None) -> Convert | None:
     if value_type == "union_dict_and_str":
         return _union_dict_and_str
     if value_type.startswith("dataclass:"):
-        return _dataclass_json(frozenset(value_type.removeprefix("dataclass:").split(",")))
+        keys = frozenset(value_type.removeprefix("dataclass:").split(","))
+        return _dataclass_json(keys, dict(fields or ()))
     if value_type == "lora_module":
         return _lora_module
     if value_type == "lower_snake":
@@ -97,8 +107,9 @@ def _union_dict_and_str(text: str) -> object:
     return _optional(json.loads, "loads")(text)
 
 
-def _dataclass_json(keys: frozenset[str]) -> Convert:
-    """A JSON object of the config dataclass's keys (its fields are vLLM's to check)."""
+def _dataclass_json(keys: frozenset[str], schemas: Mapping[str, str | None]) -> Convert:
+    """A JSON object of the config dataclass's keys, each value valid for its field's schema
+    where one is recorded."""
 
     def parse(text: str) -> object:
         try:
@@ -110,9 +121,34 @@ def _dataclass_json(keys: frozenset[str]) -> Convert:
         unknown = sorted(set(value) - keys)
         if unknown:
             raise FlagValueError(f"unknown keys {unknown}; the config takes {sorted(keys)}")
+        for key, item in value.items():
+            problem = field_problem(schemas.get(key), item)
+            if problem is not None:
+                raise FlagValueError(f"{key}: {problem}")
         return value
 
     return parse
+
+
+def field_problem(schema: str | None, value: object) -> str | None:
+    """pydantic's first complaint about `value` (from JSON) for a field's `schema`, in one
+    line; None where it takes the value or no schema is recorded."""
+    if schema is None:
+        return None
+    try:
+        _validator(schema).validate_json(json.dumps(value))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        at = "".join(f"[{p!r}]" for p in error["loc"])
+        got = json.dumps(value)
+        got = got if len(got) <= 60 else got[:57] + "..."
+        return f"{error['msg']}{' at ' + at if at else ''}, got {got}"
+    return None
+
+
+@cache
+def _validator(schema: str) -> SchemaValidator:
+    return SchemaValidator(json.loads(schema))
 
 
 LORA_FIELDS: Final = {

@@ -83,7 +83,7 @@ def _explicit(token: str, string: str) -> str | None:
 def value_parser(option: Option) -> Callable[[str], object] | None:
     """The `type` vLLM's parser applies to the option's values (value_types.py, from what
     options.json records of it); None: the value is taken as given."""
-    return converter(option.value)
+    return converter(option.value, option.fields)
 
 
 def checked_parser(option: Option) -> Callable[[str], object] | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +20,7 @@ from vllm_operator.render import build_args
 from vllm_operator.render.args import checked_extra_args
 from vllm_operator.render.errors import RenderError
 from vllm_operator.vllm.options import load_option_table
+from vllm_operator.vllm.value_types import field_problem
 from vllm_operator.vllm.values import first_refusal, given_values
 from vllm_twin.argv import parse_vllm_argv
 
@@ -44,6 +47,11 @@ from vllm_twin.argv import parse_vllm_argv
         (["--allowed-headers", "1k"], 1, "invalid loads value: '1k'"),
         (["--kv-transfer-config", "0.5"], 1, "a config object must be a JSON object"),
         (["--compilation-config", '{"a": 1}'], 1, "unknown keys ['a']"),
+        # a config field's value, by pydantic-core with the schema vLLM's config class uses
+        (["--kv-transfer-config", '{"kv_connector": 3}'], 1, "kv_connector: Input should be a"),
+        (["--structured-outputs-config.backend=xgrammr"], 0, "backend: Input should be 'auto'"),
+        (["--seed", "1", "-cc.cudagraph_capture_sizes", '[1, "x"]'], 2, "valid integer"),
+        (["--compilation-config.decoder_replay_trim_threshold=-1"], 0, "greater than or equal"),
         (["--moe-backend", "no-such"], 1, "invalid choice: 'no_such'"),
         (["--lora-modules", "none"], 1, "Invalid JSON format for --lora-modules: none"),
         (["--reasoning-effort-map", "{x"], 1, "invalid loads value"),
@@ -71,7 +79,9 @@ def test_what_vllm_exits_on(extra: list[str], index: int, message: str) -> None:
         ["--compilation-config.mode", "3"],
         ["--num-gpu-blocks-override", "None"],
         ["--kv-cache-memory-bytes", ""],
-        ["--kv-transfer-config", '{"kv_connector": "x", "kv_port": 14k}'],
+        ["--kv-transfer-config", '{"kv_connector": "x", "kv_role": "kv_both", "kv_port": 14k}'],
+        ["--compilation-config", '{"cudagraph_capture_sizes": [1, "2"], "backend": "eager"}'],
+        ["--kv-transfer-config.kv_port=14k", "--kv-transfer-config.kv_role", "kv_both"],
         ["--collect-detailed-traces", "None"],
         ["--max-lora-rank", "320"],
         ["--moe-backend", "Flashinfer-Cutlass"],
@@ -83,6 +93,26 @@ def test_what_vllm_exits_on(extra: list[str], index: int, message: str) -> None:
 def test_what_vllm_takes(extra: list[str]) -> None:
     assert first_refusal(extra) is None
     assert checked_extra_args(extra) == extra
+
+
+def test_every_recorded_config_field_schema_builds_with_this_pydantic_core() -> None:
+    """options.json keeps pydantic-core schemas from vLLM's venv; the operator's own
+    pydantic-core must read each one, or a config value would go unchecked or crash."""
+    schemas = [
+        schema
+        for option in load_option_table().options
+        for _, schema in option.fields or ()
+        if schema is not None
+    ]
+    assert len(schemas) > 100
+    for schema in schemas:  # a schema this pydantic-core cannot read raises here
+        assert (field_problem(schema, None) is None) == _takes_null(json.loads(schema)), schema
+
+
+def _takes_null(schema: dict[str, Any]) -> bool:
+    if schema["type"] == "union":
+        return any(_takes_null(choice) for choice in schema["choices"])
+    return schema["type"] in ("nullable", "none", "any")
 
 
 def test_the_renderer_names_the_element_and_what_to_do() -> None:
