@@ -22,7 +22,7 @@ from vllm_operator.config import OperatorConfig
 pytestmark = pytest.mark.integration
 
 SEED = 11
-SAMPLE_SIZE = 200
+SAMPLE_SIZE = 500
 
 
 def _render_verdict(text: str) -> str:
