@@ -56,5 +56,6 @@ REASON_DEADLINE: Final = "ProgressDeadlineExceeded"
 REASON_SCALED_TO_ZERO: Final = "ScaledToZero"
 REASON_HEALTHY: Final = "AsExpected"
 REASON_APPLY_FAILED: Final = "ApplyFailed"
+REASON_SPEC_WARNING: Final = "SpecWarning"  # Event: a legal but probably unintended setting
 REASON_NO_SPARE_GPU: Final = "RolloutWithoutSpareGPU"  # Event: a rollout that cannot surge
 LABEL_APPLIED_HASH: Final = f"{GROUP}/applied-hash"  # annotation: hash of the applied manifest

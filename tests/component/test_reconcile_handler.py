@@ -66,6 +66,31 @@ def test_events_only_on_transitions() -> None:
     assert len(kube.events) == 1
 
 
+def test_render_warnings_are_warning_events_once_per_generation() -> None:
+    kube = FakeKube()
+    deps = deps_for(kube, NOW)
+    both = {"serviceMonitor": True, "podMonitor": True}
+    serve(kube, example("minimal.yaml", monitoring=both), deps)
+    warned = [e for e in kube.events if e["reason"] == c.REASON_SPEC_WARNING]
+    assert [(e["type"], e["message"]) for e in warned] == [
+        (
+            "Warning",
+            "spec.monitoring: serviceMonitor and podMonitor are both on; "
+            "Prometheus will scrape every pod twice",
+        )
+    ]
+    reconcile(service(kube), deps=deps, logger=LOG)  # the same generation: said already
+    # a new generation says it again; one without the setting does not
+    for replicas, expected in ((3, 2), (4, 2)):
+        obj = service(kube)
+        obj["spec"]["replicas"] = replicas
+        if replicas == 4:
+            obj["spec"]["monitoring"] = {"serviceMonitor": True}
+        kube.put(obj)
+        reconcile(service(kube), deps=deps, logger=LOG)
+        assert len([e for e in kube.events if e["reason"] == c.REASON_SPEC_WARNING]) == expected
+
+
 def test_drift_of_a_child_is_repaired_and_only_that_child_applied() -> None:
     kube = FakeKube()
     deps = deps_for(kube, NOW)

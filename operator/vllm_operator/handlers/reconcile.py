@@ -176,6 +176,8 @@ def _reconcile(
 
     deps.deployments.note(observed.deployment)
     _write_status(deps, body, previous, observed, effective, now, logger)
+    if problem is None:
+        _post_warnings(deps, body, previous, rendered.warnings, now, logger)
 
 
 def _stored_deployment(deps: Deps, namespace: str, name: str, seen: Seen) -> dict[str, Any] | None:
@@ -230,32 +232,54 @@ def _write_status(
     patch = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": meta_out, "status": status}
     deps.services.note(apply_status(deps.kube, body, patch, field_manager=c.FM_STATUS))
     for cond in newsworthy(previous.get("conditions") or [], status["conditions"]):
-        deps.events.submit(_post_event, deps, body, cond, now, logger)
+        bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
+        kind = "Warning" if bad else "Normal"
+        deps.events.submit(
+            _post_event, deps, body, kind, cond["reason"], cond["message"], now, logger
+        )
         logger.info(
             "%s/%s %s=%s: %s", namespace, name, cond["type"], cond["status"], cond["message"]
         )
 
 
-def _post_event(
-    deps: Deps, body: dict[str, Any], cond: dict[str, Any], now: datetime, logger: Any
+def _post_warnings(
+    deps: Deps,
+    body: dict[str, Any],
+    previous: dict[str, Any],
+    warnings: list[str],
+    now: datetime,
+    logger: logging.Logger | Any,
 ) -> None:
-    """The Event of one transition. Off the pass: status, written already, is the state; a lost
-    Event is logged, not retried (the transition it tells of is over)."""
-    bad = (cond["type"] == c.COND_READY) != (cond["status"] == "True")
-    try:
-        deps.kube.emit_event(
-            body,
-            type="Warning" if bad else "Normal",
-            reason=cond["reason"],
-            message=cond["message"],
-            now=now,
+    """The renderer's warnings (legal but probably unintended settings: render/core.py
+    compute_warnings), as Warning Events, by the pass that first reports a generation: `kubectl
+    describe` and a GitOps tool's event view show what `vllm-operator render` prints."""
+    generation = int(body["metadata"].get("generation", 1))
+    if previous.get("observedGeneration") == generation:
+        return
+    for warning in warnings:
+        deps.events.submit(
+            _post_event, deps, body, "Warning", c.REASON_SPEC_WARNING, warning, now, logger
         )
+
+
+def _post_event(
+    deps: Deps,
+    body: dict[str, Any],
+    kind: str,
+    reason: str,
+    message: str,
+    now: datetime,
+    logger: logging.Logger | Any,
+) -> None:
+    """One Event. Off the pass: status, written already, is the state; a lost Event is logged,
+    not retried (what it tells of is over, or in status)."""
+    try:
+        deps.kube.emit_event(body, type=kind, reason=reason, message=message, now=now)
     except Exception as exc:  # an API refusal or a dropped connection alike
         meta = body["metadata"]
         logger.warning(
-            "cannot post the %s Event of %s/%s: %s",
-            cond["reason"], meta["namespace"], meta["name"], exc,
-        )  # fmt: skip
+            "cannot post the %s Event of %s/%s: %s", reason, meta["namespace"], meta["name"], exc
+        )
 
 
 def reconcile_by_name(
