@@ -68,9 +68,14 @@ def run_probe(python: str, mode: list[str], payload: Any = None) -> Any:
 
 
 def format_options(data: dict[str, Any]) -> str:
-    """One option per line, so a vLLM upgrade reads as a short diff."""
+    """One option (and one environment variable) per line, so a vLLM upgrade reads as a short
+    diff."""
     rows = ",\n".join("  " + json.dumps(o, sort_keys=True) for o in data["options"])
-    return f'{{"vllm": {json.dumps(data["vllm"])}, "options": [\n{rows}\n]}}\n'
+    names = ",\n".join("  " + json.dumps(name) for name in data["environment"])
+    return (
+        f'{{"vllm": {json.dumps(data["vllm"])}, "environment": [\n{names}\n], '
+        f'"options": [\n{rows}\n]}}\n'
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -425,7 +425,12 @@ def dump_options() -> dict[str, Any]:
         if config is not None:
             options[-1]["fields"] = _config_fields(config)
     options.sort(key=lambda o: o["dest"])
-    return {"vllm": vllm.__version__, "options": options}
+    import vllm.envs as envs
+
+    # what Platform.validate_environ checks a VLLM_* variable against (unknown: a warning, or
+    # an exit with --fail-on-environ-validation)
+    environment = sorted(envs.environment_variables)
+    return {"vllm": vllm.__version__, "environment": environment, "options": options}
 
 
 def _dataclass_keys(cls: Any) -> list[str]:

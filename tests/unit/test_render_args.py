@@ -254,6 +254,17 @@ def test_overrides_from_status_without_status_or_autotune() -> None:
         (["--dtype", "half", "--kv-cache-memory-bytes.a", "1"], [], "extraArgs[2]"),
         (["--compilation-config.mode"], [], "a dotted option expects one argument"),
         (["--compilation-config.mode=3", "--enable-auto-tool-choice"], [], "tool-call-parser"),
+        # create_engine_config's Platform.validate_environ, with its hard fail on
+        (
+            ["--fail-on-environ-validation"],
+            [{"name": "VLLM_ATTENTON_BACKEND", "value": "x"}],
+            "Unknown vLLM environment variable detected: VLLM_ATTENTON_BACKEND",
+        ),
+        (
+            ["--fail-on-environ-validation"],
+            [{"name": "VLLM_X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+            "detected: VLLM_X",
+        ),
     ],
 )
 def test_extra_args_vllm_serve_exits_on_are_refused_before_the_pod(
@@ -284,6 +295,8 @@ def test_extra_args_vllm_serve_exits_on_are_refused_before_the_pod(
             ],
         ),
         (["--no-enable-auto-tool-choice"], []),
+        (["--fail-on-environ-validation"], [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]),
+        (["--no-fail-on-environ-validation"], [{"name": "VLLM_X", "value": "1"}]),
         (["--compilation-config.mode", "3", "--compilation-config.cudagraph_mode=FULL"], []),
         (
             [

@@ -320,7 +320,14 @@ def test_report_carries_status_facts_and_warnings() -> None:
             "spec": {
                 "autoscaling": {"enabled": True, "maxReplicas": 2},
                 "monitoring": {"serviceMonitor": True, "podMonitor": True},
-                "engine": {"extraArgs": ["--disable_log_stats"]},
+                "engine": {
+                    "extraArgs": ["--disable_log_stats"],
+                    "env": [
+                        {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"},
+                        {"name": "VLLM_ATTENTON_BACKEND", "value": "FLASHINFER"},
+                        {"name": "MY_VLLM_X", "value": "1"},
+                    ],
+                },
             }
         }
     )
@@ -332,6 +339,8 @@ def test_report_carries_status_facts_and_warnings() -> None:
         "spec.monitoring: serviceMonitor and podMonitor are both on; "
         "Prometheus will scrape every pod twice",
         "spec.slo is empty: autotune and autoscaling have no target to steer to",
+        "spec.engine.env[1]: VLLM_ATTENTON_BACKEND is not one of vLLM 0.33's environment "
+        "variables, so it changes nothing (vLLM only logs it); check the spelling",
         "spec.engine.extraArgs: --disable-log-stats turns off the metrics "
         "that autotune and autoscaling read",
     ]

@@ -326,7 +326,11 @@ def parse_vllm_argv(argv: Sequence[str], env: Mapping[str, str]) -> TwinArgs:
         for dest, neutral in _UNMODELLED.items()
         if getattr(ns, dest) != neutral
     ) + tuple(o.strings[0] for o in OTHER_OPTIONS if getattr(ns, f"other_{o.dest}") is not None)
-    problem = serve_problem(lambda dest: _parsed(ns, dest), env, local_files=True)
+    # the twin's own variables (TWIN_EXTRAS) stand for the command line a twin gets, not for
+    # anything in a real pod's environment
+    own = {extra.env for extra in TWIN_EXTRAS}
+    pod_env = {name: value for name, value in env.items() if name not in own}
+    problem = serve_problem(lambda dest: _parsed(ns, dest), pod_env, local_files=True)
     if problem is not None:
         raise ArgvError(problem)
     extras = _extras_from(ns, env)

@@ -135,8 +135,8 @@ def build_args(spec: VLLMServiceSpec) -> list[str]:
 
 def _known_env(engine: EngineSpec) -> dict[str, str]:
     """The pod's variables as far as the spec says: one set from a Secret or ConfigMap
-    (valueFrom) may hold anything, so the Rust frontend's is taken as on there."""
-    env = {var.name: var.value for var in engine.env if var.value is not None}
+    (valueFrom) may hold anything, so its value is "" (the Rust frontend's is taken as on)."""
+    env = {var.name: "" if var.value is None else var.value for var in engine.env}
     if any(var.name == RUST_FRONTEND and var.value is None for var in engine.env):
         env[RUST_FRONTEND] = "1"
     return env
@@ -152,7 +152,7 @@ def check_serve(tokens: list[str], env: dict[str, str]) -> None:
         raise RenderError(
             "spec.engine.extraArgs",
             f"vLLM 0.33's `vllm serve` would exit on the args ({problem}); fix or remove the "
-            "extraArgs that cause it",
+            "extraArgs (or spec.engine.env entries) that cause it",
         )
 
 

@@ -30,6 +30,7 @@ from vllm_operator.render.placement import compute_gpu_placement
 from vllm_operator.render.service import build_service_values
 from vllm_operator.render.templates import render_manifest
 from vllm_operator.sim.catalog import packaged_catalog
+from vllm_operator.vllm.env import unknown_variables
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ def compute_warnings(spec: VLLMServiceSpec) -> list[str]:
     scaling = spec.autoscaling is not None and spec.autoscaling.enabled
     if (tuning or scaling) and spec.slo is None:
         warnings.append("spec.slo is empty: autotune and autoscaling have no target to steer to")
+    env = [] if spec.engine is None else spec.engine.env
+    for name in unknown_variables(dict.fromkeys(var.name for var in env)):
+        index = next(i for i, var in enumerate(env) if var.name == name)
+        warnings.append(
+            f"spec.engine.env[{index}]: {name} is not one of vLLM 0.33's environment variables, "
+            "so it changes nothing (vLLM only logs it); check the spelling"
+        )
     extra = [] if spec.engine is None else spec.engine.extra_args
     if (tuning or scaling) and any(a.replace("_", "-") == "--disable-log-stats" for a in extra):
         warnings.append(

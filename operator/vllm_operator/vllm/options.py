@@ -49,6 +49,7 @@ class Option:
 class OptionTable:
     vllm: str
     options: tuple[Option, ...]
+    environment: frozenset[str] = frozenset()  # the variables vllm/envs.py defines
     by_string: dict[str, Option] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +61,7 @@ def parse_option_table(text: str) -> OptionTable:
     data = json.loads(text)
     return OptionTable(
         vllm=data["vllm"],
+        environment=frozenset(data.get("environment", ())),
         options=tuple(
             Option(
                 strings=tuple(o["strings"]),

@@ -6,7 +6,10 @@ message on the first that fails, before any engine config is built: a chat templ
 like a path and is none, `--grpc-port` without the Rust frontend, a `--reasoning-effort-map`
 that is not a JSON object of strings keyed by efforts, `--enable-auto-tool-choice` without
 `--tool-call-parser`, and the like. `serve_problem` runs the same checks in the same order on
-the values a caller reads (`value(dest)`, vLLM's default where the argv left one unset).
+the values a caller reads (`value(dest)`, vLLM's default where the argv left one unset). One
+check comes later in vLLM, when EngineArgs.create_engine_config builds the engine's config, and
+still before anything loads: with `--fail-on-environ-validation`, a `VLLM_*` variable that
+vLLM does not define stops it (Platform.validate_environ).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
+
+from vllm_operator.vllm.env import unknown_variables
 
 # vllm/transformers_utils/chat_templates/ in vLLM 0.33.0: a bare name may be one of these
 BUILTIN_CHAT_TEMPLATES: Final = frozenset(
@@ -39,7 +44,7 @@ def serve_problem(value: Value, env: Mapping[str, str], *, local_files: bool) ->
 
     `local_files`: the caller runs where vLLM would, so a chat template path can be looked up
     (the twin); the operator cannot see the pod's files (a mounted template), and skips that."""
-    checks = (_grpc_port, _effort_map, _pairs, _multi_port_lb)
+    checks = (_grpc_port, _effort_map, _pairs, _multi_port_lb, _environ)
     for check in (_chat_template, *checks) if local_files else checks:
         problem = check(value, env)
         if problem is not None:
@@ -174,3 +179,11 @@ def _int_flag(text: str | None) -> bool:
         return int(text or "0") != 0
     except ValueError:
         return False
+
+
+def _environ(value: Value, env: Mapping[str, str]) -> str | None:
+    """Platform.validate_environ (vllm/platforms/interface.py) with hard_fail."""
+    unknown = unknown_variables(env)
+    if not value("fail_on_environ_validation") or not unknown:
+        return None
+    return f"Unknown vLLM environment variable detected: {unknown[0]}"

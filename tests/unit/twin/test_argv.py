@@ -397,3 +397,13 @@ def test_a_long_max_model_len_starts_where_vllms_env_allows_it(value: str, allow
         return
     with pytest.raises(ValueError, match="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"):
         build_engine(args)
+
+
+def test_fail_on_environ_validation_stops_on_a_variable_vllm_does_not_define() -> None:
+    """Platform.validate_environ with hard_fail; the twin's own variables are its command line."""
+    with pytest.raises(ArgvError, match="Unknown vLLM environment variable detected: VLLM_FOO"):
+        parse("m", "--fail-on-environ-validation", env={"VLLM_FOO": "1"})
+    env = {"VLLM_FOO": "1", "VLLM_CACHE_ROOT": "/c"}
+    assert parse("m", env=env).model == "m"  # without the flag vLLM only logs it
+    twin_env = {"VLLM_TWIN_GPU": "L4", "VLLM_CACHE_ROOT": "/c"}
+    assert parse("m", "--fail-on-environ-validation", env=twin_env).gpu == "L4"
