@@ -28,6 +28,8 @@ from vllm_operator.vllm import dtypes, env
 from vllm_operator.vllm import flags as vf
 from vllm_operator.vllm.numbers import FlagValueError
 from vllm_operator.vllm.options import load_option_table, resolve_token
+from vllm_operator.vllm.serve_checks import serve_problem
+from vllm_operator.vllm.values import namespace_reader
 
 pytestmark = pytest.mark.timeout(1800)
 TABLE = load_option_table()
@@ -159,3 +161,22 @@ def test_the_long_context_variable_reads_as_vllm_reads_it(vllm_python: str) -> N
     cases = [{"name": env.ALLOW_LONG_MAX_MODEL_LEN, "value": v} for v in values]
     answer = _probe(vllm_python, "--env-flags", cases)
     assert [env.env_flag(v) for v in values] == answer["results"]
+
+
+def test_unknown_vllm_variables_stop_vllm_where_they_stop_ours(vllm_python: str) -> None:
+    """Platform.validate_environ, which create_engine_config runs: with
+    --fail-on-environ-validation the first VLLM_* variable vLLM does not define stops it."""
+    envs = [
+        {"VLLM_CACHE_ROOT": "/c", "VLLM_LOGGING_LEVEL": "DEBUG"},
+        {"VLLM_ATTENTON_BACKEND": "x"},
+        {"VLLM_CACHE_ROOT": "/c", "VLLM_FOO": "1", "VLLM_BAR": "2"},
+        {"VLLM_TWIN_GPU": "L4"},  # the twin's own: unknown to vLLM (the twin sets them aside)
+        {"vllm_foo": "1", "VLLMFOO": "1", "MY_VLLM_X": "1", "VLLM": "1"},
+        {},
+    ]
+    cases = [{"env": e, "hard_fail": hard} for e in envs for hard in (True, False)]
+    answer = _probe(vllm_python, "--environ", cases)
+    for case, theirs in zip(cases, answer["results"], strict=True):
+        args = ["--fail-on-environ-validation"] if case["hard_fail"] else []
+        ours = serve_problem(namespace_reader(args), case["env"], local_files=False)
+        assert (case, ours) == (case, theirs)

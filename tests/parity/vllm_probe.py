@@ -15,7 +15,9 @@ stdin: a JSON list of cases. Each case has
 dtype names; stdout vLLM's KV-cache and model dtype lists and VllmConfig's KV-dtype check's
 error, or null, for each; --requests: stdin a list of {"chat": bool, "body": {...}}; stdout
 whether vLLM's request model for it accepts each body, and its first error line;
---request-fields: the field names of vLLM's completion and chat request models.)
+--request-fields: the field names of vLLM's completion and chat request models; --environ:
+stdin a list of {"env": {NAME: value}, "hard_fail": bool}; stdout Platform.validate_environ's
+message, or null, for each.)
 stdout: {"vllm": <version>, "results": [...]} with one result per case, in order:
   {"accepted": bool, "stage": null | "parse" | "validate" | "config", "error": str | null,
    "parsed": {"cli": {...}, "scheduler": {...}, "cache": {...}}}
@@ -621,6 +623,29 @@ def dtype_rules(cases: list[dict[str, str]]) -> dict[str, Any]:
     }
 
 
+def environ_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Platform.validate_environ(hard_fail) with each case's `env` as the VLLM_* variables
+    (the probe's own are set aside for the call): None, or the message vLLM stops with."""
+    from vllm.platforms import current_platform
+
+    results = []
+    for case in cases:
+        saved = {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}
+        for name in saved:
+            del os.environ[name]
+        os.environ.update(case["env"])
+        try:
+            current_platform.validate_environ(case["hard_fail"])
+            results.append(None)
+        except ValueError as exc:
+            results.append(str(exc))
+        finally:
+            for name in case["env"]:
+                os.environ.pop(name, None)
+            os.environ.update(saved)
+    return {"vllm": vllm.__version__, "results": results}
+
+
 def env_flags(cases: list[dict[str, str]]) -> dict[str, Any]:
     """What vllm.envs reads each case's `name` as when the environment holds `value`."""
     import os
@@ -758,6 +783,10 @@ def main() -> int:
         return 0
     if sys.argv[1:] == ["--request-fields"]:
         json.dump(request_fields(), _ANSWER)
+        _ANSWER.write("\n")
+        return 0
+    if sys.argv[1:] == ["--environ"]:
+        json.dump(environ_verdicts(json.load(sys.stdin)), _ANSWER)
         _ANSWER.write("\n")
         return 0
     if sys.argv[1:] == ["--env-flags"]:
