@@ -1,5 +1,5 @@
 """python -m bench.control_loop [--quick] [--scenarios ...] [--policies ...] [--seeds N] [--jobs N]
-[--out DIR]
+[--settings name=value,...] [--out DIR]
 
 Progress goes to stderr; the results table is printed and written with JSON and PNGs to --out.
 """
@@ -19,6 +19,8 @@ from pathlib import Path
 from . import report
 from .run import ABLATIONS, BOUNDS, POLICIES, run_all, with_seeds
 from .scenarios import DEFAULT, QUICK, SEEDS, Scenario
+from .settings_arg import FLAG as SETTINGS_FLAG
+from .settings_arg import parse_settings
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -48,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--out", type=Path, help="default bench/results (--quick: a temp dir)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument(
+        SETTINGS_FLAG,
+        help="our policies' TuningSettings, e.g. forecast_headroom=0.8,under_window=300 "
+        "(durations in seconds)",
+    )
     args = p.parse_args(argv)
     out = args.out or (
         Path(tempfile.gettempdir()) / "control_loop_quick" if args.quick else RESULTS
@@ -65,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--policies: no policy named {', '.join(unknown)}; known: "
                          + ", ".join(known))  # fmt: skip
+    overrides = parse_settings(args.settings)
     runs = with_seeds(_select(args), seeds)
-    results = run_all(runs, policies, jobs=args.jobs)
+    results = run_all(runs, policies, jobs=args.jobs, overrides=overrides)
     meta = {
         "command": " ".join(
             ["python -m bench.control_loop", *(sys.argv[1:] if argv is None else argv)]

@@ -26,6 +26,7 @@ from .harness import Outcome, Policy, run_policy
 from .oracle import OracleResult, search
 from .policies import Hpa, Kpa, OracleSchedule, Ours, Static, Wva
 from .scenarios import Scenario
+from .settings_arg import Overrides, with_overrides
 
 POLICIES = (
     "static-mean",
@@ -44,8 +45,11 @@ KNATIVE_UTILISATION = 0.7
 REACTIVE = TuningSettings(forecast_max_growth=1.0, under_window=timedelta(0))
 
 
-def make_policy(name: str, oracle: OracleResult) -> Policy:
+def make_policy(name: str, oracle: OracleResult, overrides: Overrides | None = None) -> Policy:
+    """The policy `name` sized from the oracle; `overrides` (--settings) change our policies'
+    TuningSettings."""
     first = oracle.counts[0]
+    ours = with_overrides(TuningSettings(), overrides or {})
     if name == "static-mean":
         return Static(name, max(1, math.floor(oracle.mean_count + 0.5)))
     if name == "static-peak":
@@ -57,20 +61,22 @@ def make_policy(name: str, oracle: OracleResult) -> Policy:
     if name == "wva-saturation":
         return Wva(first)
     if name == "ours-replicas":
-        return Ours(name, "Off", first)
+        return Ours(name, "Off", first, settings=ours)
     if name == "ours-full":
-        return Ours(name, "Auto", first)
+        return Ours(name, "Auto", first, settings=ours)
     if name == "oracle-schedule":
         return OracleSchedule(tuple(oracle.counts), oracle.block)
     if name == "ours-reactive":  # an ablation, not run by default: ours-replicas, forecast off
-        return Ours(name, "Off", first, settings=REACTIVE)
+        return Ours(name, "Off", first, settings=with_overrides(REACTIVE, overrides or {}))
     if name == "ours-observed":  # an ablation, not run by default: ours-replicas, no model
-        return Ours(name, "Off", first, model=False)
+        return Ours(name, "Off", first, settings=ours, model=False)
     raise ValueError(f"unknown policy {name!r}")
 
 
-def _policy_job(scenario: Scenario, name: str, oracle: OracleResult) -> Outcome:
-    return run_policy(scenario, make_policy(name, oracle), needed=oracle.count_at)
+def _policy_job(
+    scenario: Scenario, name: str, oracle: OracleResult, overrides: Overrides
+) -> Outcome:
+    return run_policy(scenario, make_policy(name, oracle, overrides), needed=oracle.count_at)
 
 
 @dataclass
@@ -85,6 +91,7 @@ def run_all(
     policies: Iterable[str] = (*POLICIES, *BOUNDS),
     jobs: int = 1,
     log: Callable[[str], None] | None = None,
+    overrides: Overrides | None = None,
 ) -> list[ScenarioResult]:
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     scenarios, policies = list(scenarios), list(policies)
@@ -103,7 +110,7 @@ def run_all(
             )
             results[key] = ScenarioResult(s, oracle, {})
             for name in policies:
-                pending[pool.submit(_policy_job, s, name, oracle)] = (key, name)
+                pending[pool.submit(_policy_job, s, name, oracle, overrides or {})] = (key, name)
         for future, (key, name) in pending.items():
             out = future.result()
             results[key].outcomes[name] = out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,17 @@ from bench.control_loop.__main__ import main
 from bench.control_loop.harness import Context, Controls, Outcome, run_policy
 from bench.control_loop.measure import window_share, window_stats
 from bench.control_loop.oracle import OracleResult
-from bench.control_loop.policies import OracleSchedule, Static, Wva
+from bench.control_loop.policies import OracleSchedule, Ours, Static, Wva
 from bench.control_loop.report import check_targets, group
-from bench.control_loop.run import ScenarioResult
+from bench.control_loop.run import REACTIVE, ScenarioResult, make_policy
 from bench.control_loop.scenarios import DEFAULT, QUICK, Scenario
+from bench.control_loop.settings_arg import parse_settings
 
 from vllm_operator.sim.engine import EngineConfig, RequestRecord
 from vllm_operator.sim.fleet import Fleet
 from vllm_operator.sim.report import Slo
 from vllm_operator.sim.runner import RunRecord
+from vllm_operator.tuning.settings import TuningSettings
 from vllm_twin.observe import PodSample, ScrapeStore
 
 from ..sim.helpers import H100, LLAMA8
@@ -59,6 +62,15 @@ def test_quick_run_writes_every_policy_and_is_reproducible(tmp_path: Path) -> No
         (["--scenarios", "l4-3b/conv,l4-3b/nope"], "--scenarios: no scenario named l4-3b/nope"),
         (["--jobs", "0"], "--jobs must be at least 1"),
         (["--seeds", "0"], "--seeds must be at least 1"),
+        (["--settings", "forecast_headroom"], "--settings: 'forecast_headroom' is not name=value"),
+        (["--settings", "headroomm=0.8"], "--settings: no setting named 'headroomm'"),
+        (["--settings", "forecast_headroom=high"], "--settings: forecast_headroom needs a number"),
+        (["--settings", "scale_down_votes=2.5"], "--settings: scale_down_votes needs an integer"),
+        (["--settings", "fall_rate=nan"], "--settings: fall_rate needs a finite number"),
+        (["--settings", "under_window=-60"], "--settings: under_window needs seconds >= 0"),
+        (["--settings", "fall_rate=0.1,fall_rate=0.2"], "--settings: fall_rate given twice"),
+        # TuningSettings' own rule: rule 8's headroom is never below the scale-down's
+        (["--settings", "forecast_headroom=0.7"], "--settings: TuningSettings: need"),
     ],
 )
 def test_bad_flags_stop_with_one_line_naming_the_flag(
@@ -68,6 +80,22 @@ def test_bad_flags_stop_with_one_line_naming_the_flag(
         main([*argv, "--out", str(tmp_path)])
     assert str(stop.value).startswith(field) and "\n" not in str(stop.value)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_settings_reach_every_one_of_our_policies_and_no_baseline() -> None:
+    oracle = OracleResult("l4-3b/conv", 300.0, [2], [True], 2.0, 1, 1.0, 0.0)
+    overrides = parse_settings("forecast_headroom=0.85, under_window=300,scale_down_votes=2")
+    for name in ("ours-replicas", "ours-full", "ours-observed", "ours-reactive"):
+        policy = make_policy(name, oracle, overrides)
+        assert isinstance(policy, Ours)
+        assert policy.settings.forecast_headroom == 0.85
+        assert policy.settings.under_window == timedelta(seconds=300)
+        assert policy.settings.scale_down_votes == 2
+    reactive = make_policy("ours-reactive", oracle, {"fall_rate": 0.05})
+    assert isinstance(reactive, Ours)  # the ablation keeps what makes it reactive
+    assert reactive.settings == dataclasses.replace(REACTIVE, fall_rate=0.05)
+    assert make_policy("ours-full", oracle).settings == TuningSettings()
+    assert not hasattr(make_policy("kpa-running", oracle, overrides), "settings")
 
 
 def _rec(arrival: float, ttft: float | None, gaps: tuple[float, ...] = ()) -> RunRecord:
