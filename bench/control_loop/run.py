@@ -49,7 +49,7 @@ def make_policy(name: str, oracle: OracleResult, overrides: Overrides | None = N
     """The policy `name` sized from the oracle; `overrides` (--settings) change our policies'
     TuningSettings."""
     first = oracle.counts[0]
-    ours = with_overrides(TuningSettings(), overrides or {})
+    ours = with_overrides(TuningSettings(), overrides)
     if name == "static-mean":
         return Static(name, max(1, math.floor(oracle.mean_count + 0.5)))
     if name == "static-peak":
@@ -67,14 +67,14 @@ def make_policy(name: str, oracle: OracleResult, overrides: Overrides | None = N
     if name == "oracle-schedule":
         return OracleSchedule(tuple(oracle.counts), oracle.block)
     if name == "ours-reactive":  # an ablation, not run by default: ours-replicas, forecast off
-        return Ours(name, "Off", first, settings=with_overrides(REACTIVE, overrides or {}))
+        return Ours(name, "Off", first, settings=with_overrides(REACTIVE, overrides))
     if name == "ours-observed":  # an ablation, not run by default: ours-replicas, no model
         return Ours(name, "Off", first, settings=ours, model=False)
     raise ValueError(f"unknown policy {name!r}")
 
 
 def _policy_job(
-    scenario: Scenario, name: str, oracle: OracleResult, overrides: Overrides
+    scenario: Scenario, name: str, oracle: OracleResult, overrides: Overrides | None
 ) -> Outcome:
     return run_policy(scenario, make_policy(name, oracle, overrides), needed=oracle.count_at)
 
@@ -110,7 +110,7 @@ def run_all(
             )
             results[key] = ScenarioResult(s, oracle, {})
             for name in policies:
-                pending[pool.submit(_policy_job, s, name, oracle, overrides or {})] = (key, name)
+                pending[pool.submit(_policy_job, s, name, oracle, overrides)] = (key, name)
         for future, (key, name) in pending.items():
             out = future.result()
             results[key].outcomes[name] = out

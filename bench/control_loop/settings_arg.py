@@ -62,5 +62,5 @@ def parse_settings(text: str | None) -> Overrides:
     return out
 
 
-def with_overrides(settings: TuningSettings, overrides: Overrides) -> TuningSettings:
+def with_overrides(settings: TuningSettings, overrides: Overrides | None) -> TuningSettings:
     return dataclasses.replace(settings, **overrides) if overrides else settings
