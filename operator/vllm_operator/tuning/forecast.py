@@ -97,6 +97,22 @@ def observe(i: Inputs) -> Inputs:
     return replace(i, state=state)
 
 
+def _recent(i: Inputs) -> list[RateSample]:
+    return [s for s in i.state.arrivals if i.now - s.at <= i.settings.forecast_window]
+
+
+def _tells_trend(recent: list[RateSample], fit: timedelta) -> bool:
+    """Three passes over a third of the window at least: two points are a step, not a trend."""
+    span = (recent[-1].at - recent[0].at) if recent else fit * 0
+    return len(recent) >= 3 and span * 3 >= fit
+
+
+def trend_known(i: Inputs) -> bool:
+    """Whether the recent passes can tell a trend: a forecast without one (a service's first
+    passes) says nothing of whether the load climbs."""
+    return _tells_trend(_recent(i), i.settings.forecast_window)
+
+
 def _slope(samples: list[RateSample]) -> float:
     """Least-squares requests/s per second; 0 when the samples cannot tell."""
     xs = [(s.at - samples[0].at).total_seconds() for s in samples]
@@ -124,10 +140,8 @@ def forecast(i: Inputs) -> Forecast | None:
     if i.snapshot.quality not in _MEASURED or rate is None:
         return None
     fit = i.settings.forecast_window
-    recent = [s for s in i.state.arrivals if i.now - s.at <= fit]
-    span = (recent[-1].at - recent[0].at) if recent else fit * 0
-    # three passes over a third of the window at least: two points are a step, not a trend
-    slope = _slope(recent) if len(recent) >= 3 and span * 3 >= fit else 0.0
+    recent = _recent(i)
+    slope = _slope(recent) if _tells_trend(recent, fit) else 0.0
     newer = [s for s in recent if i.now - s.at <= fit / 2]
     if slope > 0 and len(newer) >= 3:
         slope = max(0.0, min(slope, _slope(newer)))

@@ -28,7 +28,8 @@ at today's load never mean more at the peak (a smaller token budget can fit a tr
 pod and need twice the pods at noon). The move that leaves the fewest pods (then the most
 requests in the SLO, then the most served per pod) is the target, in one move. Nor is a move
 made while the forecast rises: a rolling fleet holds (rule 0d), so the replica lever would be
-out of reach while the load climbs.
+out of reach while the load climbs (a fleet at its floor is looked at then, for the bet below
+that its pods carry through the hold).
 
 It pays when the pods it saves over `fewer_pods_payback` (2 h: budgets that fit the workload's
 mix keep paying at every load level, so the horizon is longer than rule 1b's, a problem's),
@@ -56,9 +57,10 @@ no window, bench l4-3b/multiday and l4-3b/bursty), and above it not while the ar
 (rule 9 sheds those pods, and a rollout would hold them). Keeping the SLO and as many requests
 in it on those pods, it pays when the pod-time it would save where the load fills the pods
 (the pods x (1 - before/after) over the payback) outweighs the rollout's (reason
-RetuneForCapacity). That saving comes only if the load grows, so the bet is made only where the
-replica lever cannot carry the growth: it reaches at most LEVER_ROOM x the pods the budgets need
-(maxReplicas, or the fleet and the pods the free GPUs of the type place beside it). There the
+RetuneForCapacity). That saving comes only if the load grows. Where the replica lever cannot
+carry the growth (it reaches at most LEVER_ROOM x the pods the budgets need: maxReplicas, or the
+fleet and the pods the free GPUs of the type place beside it), the bet is made where the load
+does not climb, which on a morning is the first measured pass. There the
 pods the lever has are the capacity the service has, and now, while a GPU is free, is the one
 time a move costs no pod: on l4-3b-gpus2/diurnal (two L4s in the cluster, a peak that needs
 three) the single pod of the morning rolls onto the second GPU with maxBatchedTokens 2048 ->
@@ -67,8 +69,14 @@ one of the two (rollout_room.py). On l4-3b-valve8-gpus4/diurnal (a valve of 8 pe
 the morning's two pods need each other at the valve, and with a valve of 32 one pod serves x2.7:
 moved then, while two GPUs are free, the peak fits on the four GPUs; without the move the
 replica lever asks for a fifth pod that stays Pending and the valve refuses 2% of the peak.
-Where the lever had room, the same bet on every L4 scenario of 8 GPUs cost GPU-hours for little
-(l4-3b/diurnal: +6% GPU-hours for 0.6 points of windows, docs/benchmarks.md).
+Where the lever has room, the bet is made only at the fleet's floor, where the passes tell the
+trend (forecast.trend_known) and the pods in force carry it until the rollout is judged
+(carried_through_hold): a rolling fleet holds the lever (rule 0d), so the growth of that time is
+theirs alone. Made at the first measured pass, one sample that cannot tell a climb, it put
+l4-3b/multiday's single pod alone on a steep morning (1.5-1.9% 503s in three seeds of five); made
+where the pod carries the trend, on the diurnal mornings of 8 L4s, maxBatchedTokens 2048 -> 256
+took 5-7% fewer GPU-hours and 1.6-2.4 more points of windows (docs/benchmarks.md, "A bet at the
+floor the pod carries").
 
 What one pod serves is a search of about a dozen replays, and a look weighs a few dozen moves:
 each move is first replayed once at the bar (one pod at what it serves now x the gain asked),
@@ -92,11 +100,12 @@ from vllm_operator.tuning.forecast import (
     forecast,
     ready_horizon,
     rising,
+    trend_known,
     under_rate,
 )
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.limits import allowed_range, apply_budget, retune_blocker
-from vllm_operator.tuning.model import BudgetKey, Decision
+from vllm_operator.tuning.model import BudgetKey, Decision, Forecast
 from vllm_operator.tuning.model_capacity import largest_rate
 from vllm_operator.tuning.outcome import Move, act
 from vllm_operator.tuning.problem_wait import has_problem
@@ -399,14 +408,14 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     if not model_knows(i):
         return i, None
     ahead = forecast(i)
-    if ahead is not None and rising(ahead):
-        return i, None  # a rolling fleet holds (rule 0d): no rollout while the load climbs
+    if _holds_off(i, ahead):
+        return i, None
     looked = i.state.fewer_pods_looked_at
     if looked is not None and i.now - looked < i.settings.fewer_pods_recheck:
         return i, None
     if not i.may_look:  # due, but the operator's look budget is spent: a later pass
         return replace(i, asks_look=True), None
-    i = replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
+    unlooked, i = i, replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
     move = compute_fewer_pods(i)
     if move is None or not move.pays:
         return i, None
@@ -414,9 +423,9 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
     diagnosis, reason = f"the SLO is met on {i.replicas} pods", Reason.RETUNE_FOR_FEWER_PODS
     if move.by_capacity:
-        reach = _lever_reach(i)
-        if reach is None or reach[0] > LEVER_ROOM * move.pods_now:
-            return i, None  # the replica lever has room to grow: no bet on what a pod serves
+        reach = _bet_reach(i, ahead, move)
+        if reach is None:  # a lever with room waits for passes that tell the trend, not a recheck
+            return (unlooked if ahead is not None and not _trend_told(i, ahead) else i), None
         reason = Reason.RETUNE_FOR_CAPACITY
         why = (
             "the fewest the budgets in force need (minReplicas)"
@@ -427,6 +436,53 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     applied = apply_budget(i, move.field, move.from_value, move.to_value)
     step = Move(applied.action, applied.state, f"{applied.phrase} in one move ({move.phrase()})")
     return i, act(reason, diagnosis, step, i.snapshot)
+
+
+def _fleet_at_floor(i: Inputs) -> bool:
+    return i.scaling is not None and i.replicas <= max(1, i.scaling.min_replicas)
+
+
+def _holds_off(i: Inputs, ahead: Forecast | None) -> bool:
+    """No look now: the load climbs (a rolling fleet holds, rule 0d: the pods a move saves would
+    be wanted back before it is judged), unless the fleet is at its floor and the passes tell the
+    trend, which a bet the pod carries through the rollout may then be weighed against
+    (_bet_reach)."""
+    if ahead is None or not rising(ahead):
+        return False
+    return not (_fleet_at_floor(i) and _trend_told(i, ahead))
+
+
+def _trend_told(i: Inputs, ahead: Forecast) -> bool:
+    return ahead.past_period_rate is not None or trend_known(i)
+
+
+def _bet_reach(i: Inputs, ahead: Forecast | None, move: FewerPods) -> tuple[int, str] | None:
+    """The replica lever's reach (`_lever_reach`) where a bet on what a pod serves may be made;
+    None where it may not. A capped lever (at most LEVER_ROOM x the pods the budgets need) gets
+    it where the load does not climb. A lever with room gets it only at the fleet's floor, where
+    the passes tell the trend and the pods carry it through the rollout's hold
+    (carried_through_hold): a first pass cannot tell a steep morning from a flat one."""
+    reach = _lever_reach(i)
+    if reach is None:
+        return None
+    if reach[0] <= LEVER_ROOM * move.pods_now:
+        return None if ahead is not None and rising(ahead) else reach
+    if ahead is None or not (_trend_told(i, ahead) and _fleet_at_floor(i)):
+        return None
+    return reach if carried_through_hold(i, ahead, move) else None
+
+
+def carried_through_hold(i: Inputs, ahead: Forecast, move: FewerPods) -> bool:
+    """Whether the pods that run now, with the budgets in force, serve the arrivals the forecast
+    expects when the move's rollout and judgement are over (`move.delay`): a rolling fleet holds
+    the replica lever that long (rule 0d). The trend runs on past one ready time, without the
+    forecast's cap for one; a period's shape, where known, is what comes next. A load that does
+    not grow is carried: the SLO is met on it now (rule 9b runs only then)."""
+    late = ahead.now_rate + max(0.0, ahead.slope) * (move.delay + i.snapshot.window_seconds / 2)
+    if ahead.past_period_rate is not None:
+        late = max(late, ahead.rate)
+    room = i.replicas * move.per_pod_now * i.settings.forecast_headroom
+    return late <= max(ahead.now_rate, room)
 
 
 def _lever_reach(i: Inputs) -> tuple[int, str] | None:

@@ -63,9 +63,10 @@ class TuningSettings:
     # load, none at the next), and in bench/control_loop such moves (x1.09, x1.19; the blog
     # budgets' is x1.47) cost 1-8% more GPU-hours than no move within the hour
     fewer_pods_min_gain: float = 1.25
-    # ... and where the budgets need only minReplicas and the replica lever reaches at most twice
-    # that (RetuneForCapacity), by this factor: no pod is counted there, only the capped
-    # lever's capacity. The model gave the same L4 service x1.28 (seed 7) and x1.09 (seed 9) at
+    # ... and where the budgets need only minReplicas (RetuneForCapacity; on a replica lever that
+    # reaches past twice that, only where the pod carries the trend through the rollout,
+    # retune_pods.py), by this factor: no pod is counted there, only what every pod serves. The
+    # model gave the same L4 service x1.28 (seed 7) and x1.09 (seed 9) at
     # minute 5 of bench l4-3b-gpus2/diurnal; at x1.25 seeds 9 and 11 made no move and kept 62-63%
     # of the windows, where the move kept 83-97%. Just above what the capacity search's 5%
     # brackets (model_capacity.RELATIVE_PRECISION) make of two equal capacities: 1 / 0.95.
