@@ -97,6 +97,12 @@ def observe(i: Inputs) -> Inputs:
     return replace(i, state=state)
 
 
+def extrapolate(rate: float, slope: float, seconds: float, window_seconds: float) -> float:
+    """A rising trend carried `seconds` ahead; a window's rate is that of its middle, half a
+    window back. A falling one is not carried: the present stands."""
+    return rate + max(0.0, slope) * (seconds + window_seconds / 2)
+
+
 def _recent(i: Inputs) -> list[RateSample]:
     return [s for s in i.state.arrivals if i.now - s.at <= i.settings.forecast_window]
 
@@ -146,7 +152,7 @@ def forecast(i: Inputs) -> Forecast | None:
     if slope > 0 and len(newer) >= 3:
         slope = max(0.0, min(slope, _slope(newer)))
     horizon, source = ready_horizon(i)
-    ahead = rate + max(0.0, slope) * (horizon + i.snapshot.window_seconds / 2)
+    ahead = extrapolate(rate, slope, horizon, i.snapshot.window_seconds)
     cap = i.settings.forecast_max_growth * max(rate, i.settings.min_request_rate)
     ahead = min(ahead, cap, RATE_MAX)
     shaped = past_period_rate(i, horizon)

@@ -96,6 +96,7 @@ from vllm_operator.planning.candidate import Candidate, Target
 from vllm_operator.planning.workload import Workload
 from vllm_operator.tuning.capacity import trusted_capacity
 from vllm_operator.tuning.forecast import (
+    extrapolate,
     falling_share,
     forecast,
     ready_horizon,
@@ -478,7 +479,7 @@ def carried_through_hold(i: Inputs, ahead: Forecast, move: FewerPods) -> bool:
     the replica lever that long (rule 0d). The trend runs on past one ready time, without the
     forecast's cap for one; a period's shape, where known, is what comes next. A load that does
     not grow is carried: the SLO is met on it now (rule 9b runs only then)."""
-    late = ahead.now_rate + max(0.0, ahead.slope) * (move.delay + i.snapshot.window_seconds / 2)
+    late = extrapolate(ahead.now_rate, ahead.slope, move.delay, i.snapshot.window_seconds)
     if ahead.past_period_rate is not None:
         late = max(late, ahead.rate)
     room = i.replicas * move.per_pod_now * i.settings.forecast_headroom
