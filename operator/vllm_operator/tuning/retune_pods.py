@@ -416,17 +416,22 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
         return i, None
     if not i.may_look:  # due, but the operator's look budget is spent: a later pass
         return replace(i, asks_look=True), None
-    unlooked, i = i, replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
+    # before the passes tell the trend a look is not recorded, so the next pass looks again: a
+    # lever with room bets only on a told trend (_bet_reach), and a replay of a service's first
+    # minutes can miss the move the next pass finds (bench l4-3b-seqs256/diurnal seed 10)
+    told = ahead is None or _trend_told(i, ahead)
+    seen = replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
+    kept, i = (seen if told else i), seen  # kept: the pass without a move
     move = compute_fewer_pods(i)
     if move is None or not move.pays:
-        return i, None
+        return kept, None
     if i.spare_gpu is not True:  # its rollout must surge (module doc)
         return replace(i, asks_spare_gpu=i.spare_gpu is None), None
     diagnosis, reason = f"the SLO is met on {i.replicas} pods", Reason.RETUNE_FOR_FEWER_PODS
     if move.by_capacity:
         reach = _bet_reach(i, ahead, move)
-        if reach is None:  # a lever with room waits for passes that tell the trend, not a recheck
-            return (unlooked if ahead is not None and not _trend_told(i, ahead) else i), None
+        if reach is None:
+            return kept, None
         reason = Reason.RETUNE_FOR_CAPACITY
         why = (
             "the fewest the budgets in force need (minReplicas)"

@@ -177,6 +177,17 @@ def test_fitted_budgets_get_no_move() -> None:
     assert decision is None and looked.state.fewer_pods_looked_at == T0  # looked, found nothing
 
 
+def test_a_look_before_the_passes_tell_the_trend_is_made_again_with_the_next_pass() -> None:
+    """A service's first passes cannot tell a trend: a look then is not recorded, found move or
+    not, so the next pass looks again rather than fewer_pods_recheck later (bench
+    l4-3b-seqs256/diurnal seed 10: the second pass's replay missed the move the first had found,
+    and the recorded look kept the floor's bet off until the fleet had grown past it)."""
+    first = inputs(FITTED, 3, 12.0, st=replace(watched(3, 12.0), arrivals=()))
+    assert not trend_known(first) and compute_fewer_pods(first) is None
+    looked, decision = decide_fewer_pods(first)
+    assert decision is None and looked.state.fewer_pods_looked_at is None
+
+
 def test_a_look_waits_for_the_recheck_interval() -> None:
     recent = T0 - SETTINGS.fewer_pods_recheck + timedelta(seconds=1)
     d = decide(spec(**BLOG, replicas=PODS), fleet(PODS, RATE),
