@@ -8,28 +8,18 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.faults.specs import tuned_spec
 from tests.support.invariants import GROUP, PLURAL, VERSION
 from tests.support.kube import Cluster
 
 
 def tuned_service(namespace: str, name: str, gpu: str = "H100-80GB", **spec: Any) -> dict[str, Any]:
-    """One GPU, autoscaling 1..2 and autotune Auto: both the reconcile and the tuner are busy.
-    `spec` replaces top-level keys (None removes one)."""
-    body: dict[str, Any] = {
-        "model": "Qwen/Qwen2.5-7B-Instruct",
-        "gpu": {"type": gpu},
-        "replicas": 1,
-        "budgets": {"queue": {"maxRequests": 8}, "running": {"maxSeqs": 8}},
-        "slo": {"ttftP95": "2s", "itlP95": "100ms", "maxRejectionRatio": 0.05},
-        "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 2},
-        "autotune": {"mode": "Auto", "maxRestartsPerHour": 2},
-        **spec,
-    }
+    """The VLLMService of tuned_spec (tests/faults/specs.py) under `name`."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "VLLMService",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {k: v for k, v in body.items() if v is not None},  # None: leave the key out
+        "spec": tuned_spec(gpu, **spec),
     }
 
 

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from tests.faults.services import tuned_service
+from tests.faults.specs import STEADY, STEADY_LOAD
 from tests.support.faults import (
     ControlPlane,
     elapsed,
@@ -194,18 +195,10 @@ def test_prometheus_restart_and_counter_resets_hold_with_a_reason_and_move_nothi
     with a named reason (HoldMetricsError while Prometheus is down) while its figures cannot be
     trusted, resumes after, and changes neither replicas nor budgets."""
     name = "steady"
-    obj = tuned_service(
-        namespace,
-        name,
-        budgets={
-            "queue": {"maxRequests": 128},
-            "running": {"maxSeqs": 64, "maxActiveSeqs": 64},
-        },
-        autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3},
-    )
+    obj = tuned_service(namespace, name, **STEADY)
     url = start(cluster, harness, obj)
     template = apps.read_namespaced_deployment(name, namespace).spec.template.spec.containers[0]
-    load = BackgroundLoad(url, rate=1, duration=240, prompt=200, output=100).start()
+    load = BackgroundLoad(url, duration=240, **STEADY_LOAD).start()
     holds: set[str] = set()
 
     def tuning_is(status: str) -> bool:
