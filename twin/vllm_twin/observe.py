@@ -177,9 +177,18 @@ class ScrapeStore:
     retention: float = 900.0
     series: dict[str, list[PodSample]] = field(default_factory=dict)
     targets: dict[str, bool] = field(default_factory=dict)  # pod -> up at the latest scrape
+    # pod -> the times of its staleness markers: Prometheus writes one into every series of a
+    # target whose scrape fails or that left the targets, and an instant selector at or after it
+    # finds nothing until the next sample
+    stale: dict[str, list[float]] = field(default_factory=dict)
 
     def scrape(self, now: float, targets: Mapping[str, PodSample | None]) -> None:
         self.targets = {pod: sample is not None for pod, sample in targets.items()}
+        for pod, samples in self.series.items():
+            marks = self.stale.setdefault(pod, [])
+            fresh = not marks or marks[-1] < samples[-1].time
+            if targets.get(pod) is None and fresh:
+                marks.append(now)
         for pod, sample in targets.items():
             if sample is not None:
                 self.series.setdefault(pod, []).append(sample)
@@ -190,6 +199,7 @@ class ScrapeStore:
                 self.series[pod] = kept
             else:
                 del self.series[pod]
+        self.stale = {pod: self.stale.get(pod, []) for pod in self.series}
 
     def answers(self, now: float, window: float) -> dict[Figure, list[Sample]]:
         """The instant vectors the operator's queries (queries.py) would get at `now`."""
@@ -246,11 +256,10 @@ class ScrapeStore:
     def arrival_dispersion(self, now: float, window: float) -> float | None:
         """build_arrival_dispersion's answer: over the subquery's steps (multiples of the bin
         in (now - window, now]), the mean of (count - the bin before's count)^2 without the
-        largest, over twice the mean count; a count is, summed over the pods with a sample at
-        both ends, the counter's newest value at the step less its newest value a bin earlier,
-        never below 0. A step without any such pod has no count, as in Prometheus. (A pod
-        whose scrape fails drops out of Prometheus' answer at once, a staleness marker; here
-        its last value stays for the lookback, which adds nothing to a count.)"""
+        largest, over twice the mean count; a count (`_count`) is, summed over the pods, the
+        counter's newest value at the step less its newest value a bin earlier, never below 0,
+        and a step has none where the pods that answer differ between the two instants (a pod
+        whose scrape failed or that left is stale, as in Prometheus)."""
         b = float(BURST_BIN_SECONDS)
         last = math.floor(now / b) * b
         steps = [last - k * b for k in range(int(window // b) + 1) if last - k * b > now - window]
@@ -265,15 +274,22 @@ class ScrapeStore:
         return dispersion_of(list(counts.values()), changes)
 
     def _count(self, at: float, bin_seconds: float) -> float | None:
-        """sum(clamp_min(success - success offset bin, 0)) at `at`; None without a pod that
-        has a sample within the lookback at both instants."""
-        diffs = [
-            max(0.0, now - then)
-            for samples in self.series.values()
-            if (now := _newest(samples, at)) is not None
-            if (then := _newest(samples, at - bin_seconds)) is not None
-        ]
-        return sum(diffs) if diffs else None
+        """build_arrival_dispersion's count at `at`: summed over the pods, each one's counter at
+        `at` less its value a bin earlier, never below 0; None unless the same pods answer at
+        both instants (a pod that came or went in the bin would count a part of it)."""
+        now = self._values_at(at)
+        then = self._values_at(at - bin_seconds)
+        if not now or now.keys() != then.keys():
+            return None
+        return sum(max(0.0, v - then[pod]) for pod, v in now.items())
+
+    def _values_at(self, at: float) -> dict[str, float]:
+        """The success counter of every pod an instant selector finds at `at`."""
+        return {
+            pod: v
+            for pod, samples in self.series.items()
+            if (v := _newest(samples, self.stale.get(pod, ()), at)) is not None
+        }
 
     def request_rate(self, at: float, window: float) -> float | None:
         """metrics/past_period.py's query at `at`: finished plus refused requests/s over the
@@ -301,12 +317,16 @@ def dispersion_of(counts: Sequence[float], changes: Sequence[float]) -> float:
 LOOKBACK = 300.0  # Prometheus' lookback delta: an instant selector's newest sample this recent
 
 
-def _newest(samples: Sequence[PodSample], at: float) -> float | None:
-    """The success counter's newest sample at or before `at`, within the lookback."""
+def _newest(samples: Sequence[PodSample], stale: Sequence[float], at: float) -> float | None:
+    """The success counter's newest sample at or before `at`, within the lookback and with no
+    staleness marker after it."""
     k = bisect.bisect_right([s.time for s in samples], at)
     if k == 0 or samples[k - 1].time <= at - LOOKBACK:
         return None
-    return samples[k - 1].counters["success"]
+    newest = samples[k - 1]
+    if any(newest.time < t <= at for t in stale):
+        return None
+    return newest.counters["success"]
 
 
 def _counter_rates(

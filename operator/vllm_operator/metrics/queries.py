@@ -189,6 +189,18 @@ BURST_BIN_SECONDS: Final = 30
 MIN_BURST_BINS: Final = 8
 
 
+def _bin_count(m: str, at: str, earlier: str) -> str:
+    """The finished requests of one bin: `m{at}` less `m{earlier}` (offset modifiers), summed
+    over the series, and only where the same series are present at both instants (the pairs
+    are as many as the series at each)."""
+    pairs = f"({m}{at} - {m}{earlier})"
+    return (
+        f"(sum(clamp_min({pairs}, 0))"
+        f" and on() (count({pairs}) == count({m}{at}))"
+        f" and on() (count({pairs}) == count({m}{earlier})))"
+    )
+
+
 def build_arrival_dispersion(sel: str, rng: str) -> str:
     """How bursty the finished requests were over the window: half the mean squared change of
     their count between neighbouring BURST_BIN_SECONDS bins, the largest change left out, over
@@ -199,13 +211,18 @@ def build_arrival_dispersion(sel: str, rng: str) -> str:
     squared over the count.
 
     A bin's count is each pod's counter now less 30 s ago (its newest sample then), never below
-    0 (a restarted engine counts from 0 again), summed over the pods present at both instants.
+    0 (a restarted engine counts from 0 again), summed over the pods; a bin has no count where
+    the series present differ between the two instants. Summed over the pods present at both
+    instants, a bin in which a pod came (a scale-up, a rollout's new pod) or went (its scrape
+    failed, it was replaced) counts only a part of what the fleet finished, a change down and
+    up again that read as a burst: a rolled-out one-pod fleet of the control-loop bench read as
+    bursts of 2 and halved its model capacity (docs/metrics.md).
     Not `increase(...[30s])`: with a sample every 15 s that sees 15 s of each 30 and doubles it,
     so half of the bursts would vanish and the other half count twice."""
     b, b2 = f"{BURST_BIN_SECONDS}s", f"{2 * BURST_BIN_SECONDS}s"
     m = f"vllm:request_success_total{sel}"
-    now = f"sum(clamp_min({m} - {m} offset {b}, 0))"
-    before = f"sum(clamp_min({m} offset {b} - {m} offset {b2}, 0))"
+    now = _bin_count(m, "", f" offset {b}")
+    before = _bin_count(m, f" offset {b}", f" offset {b2}")
     changes = f"(({now} - {before}) ^ 2)[{rng}:{b}]"
     return (
         f"(sum_over_time({changes}) - max_over_time({changes}))"

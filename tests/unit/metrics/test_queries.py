@@ -17,8 +17,19 @@ from vllm_twin.harness.targets import prometheus_label_name
 
 S = '{namespace="team-a",serving_vllmop_io_vllmservice="chat"}'
 _M = f"vllm:request_success_total{S}"
-COUNT = f"sum(clamp_min({_M} - {_M} offset 30s, 0))"
-BEFORE = f"sum(clamp_min({_M} offset 30s - {_M} offset 60s, 0))"
+
+
+def _bin(at: str, earlier: str) -> str:
+    """One bin's count, only where the same series answer at both instants."""
+    pairs = f"({_M}{at} - {_M}{earlier})"
+    return (
+        f"(sum(clamp_min({pairs}, 0)) and on() (count({pairs}) == count({_M}{at}))"
+        f" and on() (count({pairs}) == count({_M}{earlier})))"
+    )
+
+
+COUNT = _bin("", " offset 30s")
+BEFORE = _bin(" offset 30s", " offset 60s")
 CHANGES = f"(({COUNT} - {BEFORE}) ^ 2)[300s:30s]"
 
 

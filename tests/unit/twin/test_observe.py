@@ -139,6 +139,26 @@ def test_a_step_in_the_load_reads_as_steady() -> None:
     assert store.arrival_dispersion(900.0, 300.0) == 0.0
 
 
+@pytest.mark.parametrize("gap", [0, 1, 2])
+def test_a_pod_replaced_under_a_steady_load_reads_as_steady(gap: int) -> None:
+    """100 requests a scrape on one pod, whose load a new pod takes over at 600 s, `gap`
+    scrapes after the old one stopped answering (a rollout). The bins whose two ends see other
+    pods have no count, so the rest read exactly steady. Summed over the pods present at both
+    ends instead, the bin after the handover counts the old pod's last requests and none of the
+    new one's: a change of 200 down and 200 up, (200^2 / 9) / (2 x 180) = 12.3, bursts of 7."""
+    store = ScrapeStore(retention=math.inf)
+    for k in range(1, 61):
+        now = k * 15.0
+        if now <= 600:
+            store.scrape(now, {"old": _sample(now, 100.0 * k)})
+        elif now > 600 + 15 * gap:
+            store.scrape(now, {"new": _sample(now, 100.0 * (k - 40 - gap))})
+        else:
+            store.scrape(now, {})  # neither answers: the old one left, the new one loads
+    assert store.arrival_dispersion(900.0, 300.0) == 0.0
+    assert store._count(630.0, 30.0) is None  # the old pod at 600, the new one at 630
+
+
 def test_a_steady_load_has_a_dispersion_of_about_one() -> None:
     """Poisson arrivals at 2/s on two pods, finished as they arrive: the counts vary as
     Poisson counts do (ten of them: the estimate is within about a factor of 2)."""
