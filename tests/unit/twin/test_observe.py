@@ -145,7 +145,8 @@ def test_a_pod_replaced_under_a_steady_load_reads_as_steady(gap: int) -> None:
     scrapes after the old one stopped answering (a rollout). The bins whose two ends see other
     pods have no count, so the rest read exactly steady. Summed over the pods present at both
     ends instead, the bin after the handover counts the old pod's last requests and none of the
-    new one's: a change of 200 down and 200 up, (200^2 / 9) / (2 x 180) = 12.3, bursts of 7."""
+    new one's: a change of 200 down and 200 up, (200^2 / 9) / (2 x 180) = 12.3, read as bursts
+    of (12.3 + 1) / 2 = 6.7 requests."""
     store = ScrapeStore(retention=math.inf)
     for k in range(1, 61):
         now = k * 15.0
