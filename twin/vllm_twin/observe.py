@@ -199,7 +199,7 @@ class ScrapeStore:
                 self.series[pod] = kept
             else:
                 del self.series[pod]
-        self.stale = {pod: self.stale.get(pod, []) for pod in self.series}
+                self.stale.pop(pod, None)
 
     def answers(self, now: float, window: float) -> dict[Figure, list[Sample]]:
         """The instant vectors the operator's queries (queries.py) would get at `now`."""

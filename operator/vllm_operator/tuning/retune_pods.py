@@ -421,7 +421,8 @@ def decide_fewer_pods(i: Inputs) -> tuple[Inputs, Decision | None]:
     # minutes can miss the move the next pass finds (bench l4-3b-seqs256/diurnal seed 10)
     told = ahead is None or _trend_told(i, ahead)
     seen = replace(i, state=replace(i.state, fewer_pods_looked_at=i.now))
-    kept, i = (seen if told else i), seen  # kept: the pass without a move
+    kept = seen if told else i  # the pass to return when no move is made
+    i = seen
     move = compute_fewer_pods(i)
     if move is None or not move.pays:
         return kept, None
