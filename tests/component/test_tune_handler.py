@@ -24,8 +24,8 @@ from tests.component.handlers import (
 from tests.component.test_status_write import tuner_patch
 from tests.support.fake_kube import FakeKube
 from tests.unit.metrics.fake import FakePrometheus, Recording, load
-from tests.unit.tuning.support import T0, spec
-from tests.unit.tuning.test_retune_pods import BLOG, PODS, RATE, fleet, watched
+from tests.unit.tuning.support import T0, spec, watched
+from tests.unit.tuning.test_retune_pods import BLOG, PODS, RATE, fleet
 from vllm_operator import constants as c
 from vllm_operator.api.v1alpha1 import VLLMService
 from vllm_operator.handlers.tune import decide_in_budget, tune, write_tuner_status

@@ -14,6 +14,7 @@ from vllm_operator.tuning.model import (
     RateSample,
     TuningState,
 )
+from vllm_operator.tuning.settings import TuningSettings
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 LONG_AGO = T0 - timedelta(hours=2)  # past every cooldown and stabilisation
@@ -85,6 +86,13 @@ def state(**changes: Any) -> TuningState:
 def seen(rate: float = 10.0, at: datetime = T0) -> tuple[RateSample, ...]:
     """The arrivals a pass at `at` remembers for the forecast (the default snapshot's rate)."""
     return (RateSample(at, rate),)
+
+
+def watched(pods: int, rate: float, **changes: Any) -> TuningState:
+    """A tuner on `pods` pods that has seen `rate` for the whole long window (under_window)."""
+    minutes = int(TuningSettings().under_window.total_seconds() // 60)
+    arrivals = tuple(RateSample(T0 - timedelta(minutes=k), rate) for k in range(minutes, 0, -1))
+    return state(desired_replicas=pods, arrivals=arrivals, **changes)
 
 
 def history(*rates: float, step: float = 30.0) -> tuple[RateSample, ...]:

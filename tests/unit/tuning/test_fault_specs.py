@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from tests.faults.specs import STEADY, STEADY_LOAD, tuned_spec
-from tests.unit.tuning.support import T0, snap
-from tests.unit.tuning.test_retune_pods import SETTINGS, watched
+from tests.unit.tuning.support import T0, snap, watched
 from vllm_operator.api.spec import VLLMServiceSpec
 from vllm_operator.tuning.decide import decide
 from vllm_operator.tuning.inputs import Inputs
 from vllm_operator.tuning.model import FleetView, MetricsSnapshot
 from vllm_operator.tuning.retune_pods import compute_fewer_pods
+from vllm_operator.tuning.settings import TuningSettings
 
 ITL = 0.01  # s: a 7B model on an H100 at one running sequence, well inside the 100 ms SLO
 SPARE = 2  # maxReplicas 3 over the one pod
@@ -40,7 +40,9 @@ def steady_figures() -> MetricsSnapshot:
 def steady_inputs(**spec: Any) -> Inputs:
     service = VLLMServiceSpec.model_validate(tuned_spec(**{**STEADY, **spec}))
     rate = STEADY_LOAD["rate"]
-    return Inputs(service, steady_figures(), watched(1, rate), T0, SETTINGS, True, spare_pods=SPARE)
+    return Inputs(
+        service, steady_figures(), watched(1, rate), T0, TuningSettings(), True, spare_pods=SPARE
+    )
 
 
 def test_the_steady_fault_service_gets_no_budget_move_and_no_decision_that_moves() -> None:

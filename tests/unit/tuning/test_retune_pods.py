@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tuning.support import T0, snap, spec, state
+from tests.unit.tuning.support import T0, snap, spec, watched
 from vllm_operator.planning.workload import Workload
 from vllm_operator.tuning import retune_pods
 from vllm_operator.tuning.decide import decide, decide_seeing_spare_gpu
@@ -83,13 +83,6 @@ def fleet(pods: int, rate: float) -> MetricsSnapshot:
         pods_scraped=pods,
         fleet=FleetView(desired=pods, ready=pods, updated=pods, rolling=False),
     )
-
-
-def watched(pods: int, rate: float, **changes: Any) -> TuningState:
-    """A tuner that has seen `rate` for the long window (under_window) on `pods` pods."""
-    minutes = int(SETTINGS.under_window.total_seconds() // 60)
-    arrivals = tuple(RateSample(T0 - timedelta(minutes=k), rate) for k in range(minutes, 0, -1))
-    return state(desired_replicas=pods, arrivals=arrivals, **changes)
 
 
 def run(patch: dict[str, Any], pods: int, rate: float, **kw: Any) -> Any:
