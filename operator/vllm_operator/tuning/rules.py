@@ -21,6 +21,7 @@ from vllm_operator.tuning.scaling import (
     low_load,
     near_capacity,
     new_pods_suffice,
+    pods_for,
     scale_down,
     scale_up,
     scale_up_to,
@@ -180,19 +181,23 @@ def forecast_over(i: Inputs) -> Decision | None:
 
 
 def capacity_near(i: Inputs) -> Decision | None:
-    """8b. Arrivals near the capacity a pod was seen to have, latency rising: add a pod ahead.
+    """8b. Arrivals near the capacity a pod was seen to have, latency rising: add pods ahead.
 
     A scale-up that waits for the SLO to be missed leaves it missed while the new pod loads
-    (minutes). Like an opportunity rule it lets the chain go on when it cannot act: low load
-    cannot hold at the same time (it needs quiet figures), so nothing below can scale down.
+    (minutes). It adds what the trusted capacity says the present arrivals need to sit under
+    `headroom` x it on every pod (at least one pod), not a fixed step: the capacity is known,
+    and a growing load is rule 8's to forecast. Like an opportunity rule it lets the chain go on
+    when it cannot act: low load cannot hold at the same time (it needs quiet figures), so
+    nothing below can scale down.
     """
-    if not near_capacity(i):
+    known, rate = trusted_capacity(i), i.snapshot.request_rate
+    if not near_capacity(i) or known is None or rate is None:
         return None
     diagnosis = (
         f"{signals.capacity_phrase(i)} with {signals.latency_phrase(i, 'ttft')} "
         f"and {signals.latency_phrase(i, 'itl')}"
     )
-    up = lambda: scale_up(i, missed_slo=False)  # noqa: E731
+    up = lambda: scale_up_to(i, pods_for(i, rate, known.per_pod))  # noqa: E731
     out = remedy_decision([Reason.SCALE_UP_NEAR_CAPACITY], diagnosis, [up], i.snapshot)
     return out if isinstance(out, Decision) else None
 

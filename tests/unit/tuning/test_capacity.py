@@ -109,6 +109,34 @@ def test_near_capacity_message_names_the_figures() -> None:
     )
 
 
+def test_near_capacity_adds_what_the_capacity_says_the_present_needs() -> None:
+    """Sized by the capacity, not a +50% step: 20/s on 4 pods at 6/s each needs 5 for every
+    pod to sit under 80% of it (4 would leave 5.0 each, over 4.8), not 6."""
+    four = snap(request_rate=20.0, pods_expected=4, pods_scraped=4)
+    roomy = spec(replicas=4, autoscaling={"maxReplicas": 8})
+    decision = decide(roomy, four, state(capacity=KNOWN, desired_replicas=4), T0)
+    assert brief(decision) == ("ScaleReplicas", "ScaleUpNearCapacity", "replicas", 4, 5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pods=st.integers(min_value=1, max_value=12),
+    per_pod=st.floats(min_value=4.81, max_value=5.9),  # near 6/s, under the raising headroom
+)
+def test_near_capacity_target_is_the_fewest_pods_under_headroom(pods: int, per_pod: float) -> None:
+    """Whatever the fleet, rule 8b's target leaves every pod under 80% of the capacity, one pod
+    fewer would not, and it adds at least one pod (within maxReplicas 16)."""
+    rate = pods * per_pod
+    figures = snap(request_rate=rate, pods_expected=pods, pods_scraped=pods)
+    fleet_spec = spec(replicas=pods, autoscaling={"maxReplicas": 16})
+    decision = decide(fleet_spec, figures, state(capacity=KNOWN, desired_replicas=pods), T0)
+    assert decision.reason == "ScaleUpNearCapacity"
+    target = decision.action.to_value
+    assert target is not None and target > pods
+    assert rate / target < 0.8 * KNOWN.per_pod
+    assert target == pods + 1 or rate / (target - 1) >= 0.8 * KNOWN.per_pod
+
+
 def test_near_capacity_at_max_replicas_holds_within_slo() -> None:
     decision = decide(spec(), snap(), state(capacity=KNOWN, desired_replicas=4), T0)
     assert brief(decision) == WITHIN
