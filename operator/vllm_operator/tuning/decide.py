@@ -17,7 +17,7 @@ The chain, first match wins (docs/tuning.md has the thresholds):
           6  TTFT over SLO from prefill of long prompts      raise maxBatchedTokens, else scale up
           7  TTFT or ITL over SLO otherwise                  scale up
           8  arrivals forecast a ready time ahead need more  scale up to what they need
-          8b arrivals near the learned capacity per pod      scale up ahead (opportunity)
+          8b arrivals near the trusted capacity per pod      scale up ahead to what it needs
           8c the forecast needs pods the replica cap denies, RetuneAhead (one move, rolled
              and one budget move carries it (retune_ahead.py) with surge on a free GPU)
           9  sustained low load                              scale down

@@ -151,7 +151,7 @@ class Reason(StrEnum):
     SCALE_UP_NEAR_CAPACITY = (
         "ScaleUpNearCapacity",
         "ScaleReplicas",
-        "arrivals near the learned capacity per pod: one step more replicas ahead of a miss",
+        "arrivals near the trusted capacity per pod: the replicas it says the present needs",
     )
     SCALE_UP_FORECAST = (
         "ScaleUpForecast",
