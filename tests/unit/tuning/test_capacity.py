@@ -132,9 +132,10 @@ def test_near_capacity_target_is_the_fewest_pods_under_headroom(pods: int, per_p
     decision = decide(fleet_spec, figures, state(capacity=KNOWN, desired_replicas=pods), T0)
     assert decision.reason == "ScaleUpNearCapacity"
     target = decision.action.to_value
+    room = TuningSettings().headroom * KNOWN.per_pod
     assert target is not None and target > pods
-    assert rate / target < 0.8 * KNOWN.per_pod
-    assert target == pods + 1 or rate / (target - 1) >= 0.8 * KNOWN.per_pod
+    assert rate / target < room
+    assert target == pods + 1 or rate / (target - 1) >= room
 
 
 def test_near_capacity_at_max_replicas_holds_within_slo() -> None:
